@@ -1,0 +1,49 @@
+"""Pure-Python asyncio client for the RocketMQ 4.x remoting protocol.
+
+Nothing in this package imports Airflow or Spark. Public names are resolved
+lazily so that importing the codec does not pull in the consumer machinery.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "RocketMQError": ".errors",
+    "BrokerError": ".errors",
+    "ConfigError": ".errors",
+    "Message": ".message",
+    "MessageExt": ".message",
+    "MessageQueue": ".queue",
+    "ClientConfig": ".config",
+    "Producer": ".producer",
+    "AsyncProducer": ".producer",
+    "SendResult": ".producer",
+    "Admin": ".admin",
+    "AsyncAdmin": ".admin",
+    "LagSnapshot": ".admin",
+    "PushConsumer": ".consumer.push",
+    "ConsumerConfig": ".consumer.config",
+    "ConsumeStatus": ".consumer.config",
+    "OrderlyStatus": ".consumer.config",
+    "MessageModel": ".consumer.config",
+    "ConsumeFromWhere": ".consumer.config",
+    "AllocateMessageQueueAveragely": ".consumer.allocate",
+    "AllocateMessageQueueAveragelyByCircle": ".consumer.allocate",
+    "AllocateMessageQueueByConfig": ".consumer.allocate",
+    "AllocateMessageQueueByMachineRoom": ".consumer.allocate",
+    "AllocateMachineRoomNearby": ".consumer.allocate",
+    "AllocateMessageQueueConsistentHash": ".consumer.allocate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value

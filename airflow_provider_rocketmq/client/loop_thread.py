@@ -1,0 +1,70 @@
+"""A private asyncio loop in a daemon thread, behind the sync facades.
+
+The client core is asyncio; Airflow tasks and scripts are synchronous. A sync
+facade owns one `LoopThread` and runs coroutines on it with `run()`, which
+blocks the caller until the coroutine is done (re-raising its exception).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    def __init__(self, name: str = "rocketmq-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._started = threading.Event()
+        self._thread.start()
+        self._started.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._started.set)
+        self.loop.run_forever()
+        # drain callbacks scheduled by the last tasks' cleanup
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
+
+    @property
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for its result from another thread."""
+        if self.in_loop_thread:
+            coro.close()
+            raise RuntimeError("LoopThread.run() called from its own loop thread (would deadlock)")
+        if not self._thread.is_alive():
+            coro.close()
+            raise RuntimeError("LoopThread is stopped")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> "asyncio.Future[T] | Any":
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        """Cancel what is left on the loop and join the thread. Idempotent."""
+        if not self._thread.is_alive():
+            return
+
+        async def _cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if not self.in_loop_thread:
+            try:
+                asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(10)
+            except Exception:
+                pass
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+        else:
+            self.loop.stop()

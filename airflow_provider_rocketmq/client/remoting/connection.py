@@ -1,0 +1,258 @@
+"""asyncio remoting connection: opaque-correlated requests, oneway sends, and
+requests initiated by the peer dispatched to registered handlers.
+
+The same `RemotingProtocol` serves both ends: the client's `Connection` and the
+embedded broker's server side. Frames are written whole with ``transport.write``
+so writes never interleave; one `FrameDecoder` per connection splits the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Optional
+
+from ..errors import ConnectionClosedError, ProtocolError, RequestTimeoutError, RocketMQError
+from .codes import ResponseCode
+from .command import FrameDecoder, RemotingCommand
+
+log = logging.getLogger(__name__)
+
+# Like Java's per-JVM RemotingCommand.requestId: unique across every connection.
+_opaque = itertools.count(1)
+
+Handler = Callable[["RemotingProtocol", RemotingCommand], Awaitable[Optional[RemotingCommand]]]
+RpcHook = Callable[[RemotingCommand], None]
+
+
+def next_opaque() -> int:
+    return next(_opaque) & 0x7FFFFFFF
+
+
+class RemotingProtocol(asyncio.Protocol):
+    """One TCP connection speaking remoting frames in both directions."""
+
+    def __init__(self, handlers: dict[int, Handler] | None = None, *, name: str = "",
+                 rpc_hook: RpcHook | None = None,
+                 on_close: Callable[[RemotingProtocol], None] | None = None,
+                 response_language: str = "JAVA") -> None:
+        self.handlers = handlers if handlers is not None else {}
+        self.name = name
+        self.rpc_hook = rpc_hook
+        self.on_close = on_close
+        self.response_language = response_language
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = ""
+        self._decoder = FrameDecoder()
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._close_cause: BaseException | None = None
+        self.attrs: dict[str, object] = {}  # per-connection state owned by the handlers' side
+
+    # -- asyncio.Protocol ------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing %s: %s", self.name or self.peer, exc)
+            self._abort(exc)
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                fut = self._pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+                else:
+                    log.debug("response for unknown opaque %d on %s", cmd.opaque, self.name or self.peer)
+            else:
+                self._dispatch(cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        cause = self._close_cause or exc
+        err = ConnectionClosedError(f"connection {self.name or self.peer} closed"
+                                    + (f": {cause}" if cause else ""))
+        err.__cause__ = cause
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        if not self._closed.done():
+            self._closed.set_result(None)
+        for task in list(self._tasks):
+            task.cancel()
+        if self.on_close is not None:
+            try:
+                self.on_close(self)
+            except Exception:  # a close callback must never break the loop
+                log.exception("on_close callback failed")
+
+    # -- peer-initiated requests ------------------------------------------------
+    def _dispatch(self, cmd: RemotingCommand) -> None:
+        handler = self.handlers.get(cmd.code)
+        if handler is None:
+            if not cmd.is_oneway:
+                self.send(cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                            remark=f" request type {cmd.code} not supported",
+                                            language=self.response_language))
+            return
+        task = asyncio.get_running_loop().create_task(self._run_handler(handler, cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_handler(self, handler: Handler, cmd: RemotingCommand) -> None:
+        try:
+            resp = await handler(self, cmd)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:  # answer like Java does rather than leave the peer waiting
+            log.exception("handler for code %d failed", cmd.code)
+            resp = cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}",
+                                     language=self.response_language)
+        if resp is not None and not cmd.is_oneway and not self.is_closed:
+            resp.opaque = cmd.opaque
+            resp.flag |= 0x1
+            self.send(resp)
+
+    # -- sending -------------------------------------------------------------------
+    @property
+    def is_closed(self) -> bool:
+        return self._closed.done() or self.transport is None or self.transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write one frame now (no reply tracking)."""
+        if self.is_closed:
+            raise ConnectionClosedError(f"connection {self.name or self.peer} is closed")
+        if self.rpc_hook is not None and not cmd.is_response:
+            self.rpc_hook(cmd)
+        assert self.transport is not None
+        self.transport.write(cmd.encode())
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait for the response with the same opaque."""
+        cmd.opaque = next_opaque()
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            self.send(cmd)
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimeoutError(
+                f"no response to code {cmd.code} from {self.name or self.peer} within {timeout:.3f}s"
+            ) from None
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        cmd.opaque = next_opaque()
+        cmd.flag |= 0x2
+        self.send(cmd)
+
+    # -- closing ---------------------------------------------------------------------
+    def _abort(self, cause: BaseException) -> None:
+        self._close_cause = cause
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def close(self) -> None:
+        """Close and wait until every pending request has failed. Idempotent."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+        if self.transport is not None:
+            await asyncio.shield(self._closed)
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+
+async def open_connection(addr: str, *, handlers: dict[int, Handler] | None = None,
+                          rpc_hook: RpcHook | None = None, timeout: float = 3.0,
+                          use_tls: bool = False,
+                          on_close: Callable[[RemotingProtocol], None] | None = None) -> RemotingProtocol:
+    """Connect to ``host:port``; the connect itself is bounded by ``timeout``."""
+    host, port = split_addr(addr)
+    loop = asyncio.get_running_loop()
+    ssl_ctx: ssl.SSLContext | None = None
+    if use_tls:
+        # RocketMQ's TLS is commonly self-signed (Java client default: no verification).
+        ssl_ctx = ssl.create_default_context()
+        ssl_ctx.check_hostname = False
+        ssl_ctx.verify_mode = ssl.CERT_NONE
+    try:
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(lambda: RemotingProtocol(handlers, name=addr, rpc_hook=rpc_hook,
+                                                            on_close=on_close, response_language="PYTHON"),
+                                   host, port, ssl=ssl_ctx),
+            timeout)
+    except asyncio.TimeoutError:
+        raise RequestTimeoutError(f"connect to {addr} timed out after {timeout}s") from None
+    except OSError as exc:
+        raise ConnectionClosedError(f"cannot connect to {addr}: {exc}") from exc
+    return proto
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RocketMQError(f"address {addr!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class ConnectionPool:
+    """One live connection per address, (re)opened on demand."""
+
+    def __init__(self, *, handlers: dict[int, Handler] | None = None, rpc_hook: RpcHook | None = None,
+                 connect_timeout: float = 3.0, use_tls: bool = False) -> None:
+        self.handlers = handlers if handlers is not None else {}
+        self.rpc_hook = rpc_hook
+        self.connect_timeout = connect_timeout
+        self.use_tls = use_tls
+        self._conns: dict[str, RemotingProtocol] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    async def get(self, addr: str) -> RemotingProtocol:
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.is_closed:
+            return conn
+        if self._closed:
+            raise ConnectionClosedError("connection pool is closed")
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(addr)
+            if conn is None or conn.is_closed:
+                conn = await open_connection(addr, handlers=self.handlers, rpc_hook=self.rpc_hook,
+                                             timeout=self.connect_timeout, use_tls=self.use_tls)
+                self._conns[addr] = conn
+            return conn
+
+    async def request(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        conn = await self.get(addr)
+        return await conn.request(cmd, timeout)
+
+    async def oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        conn = await self.get(addr)
+        conn.oneway(cmd)
+
+    def connections(self) -> dict[str, RemotingProtocol]:
+        return {a: c for a, c in self._conns.items() if not c.is_closed}
+
+    async def close_addr(self, addr: str) -> None:
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            await conn.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        conns, self._conns = list(self._conns.values()), {}
+        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
