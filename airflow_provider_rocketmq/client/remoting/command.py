@@ -92,8 +92,8 @@ class RemotingCommand:
         """Response to this request: same opaque, response flag, same serialize type."""
         ext = None if ext_fields is None else {k: _ext_str(v) for k, v in ext_fields.items()}
         return RemotingCommand(code, ext, body, opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark,
-                               language=language, version=self.version if language == "PYTHON" else
-                               self.version, serialize_type=self.serialize_type)
+                               language=language, version=CLIENT_VERSION,
+                               serialize_type=self.serialize_type)
 
     # -- flags ---------------------------------------------------------------
     @property
