@@ -1,0 +1,420 @@
+"""Window manifest (version 1) and durable Parquet staging.
+
+A bounded window is handed from the Airflow operator to the Spark load as a
+directory holding Parquet files plus ``manifest.json`` describing them (layout in
+docs/CONTRACTS.md, "Airflow layer"). This module is the single owner of that
+format: dataclasses, atomic write, read, validation and the staged Parquet schema.
+
+It imports neither Airflow nor Spark (the Spark driver imports it). pyarrow is
+imported lazily so that reading and validating a manifest works without it; only
+writing Parquet and the row-count check need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_rocketmq.client.errors import RocketMQError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from airflow_provider_rocketmq.client.message import MessageExt
+
+MANIFEST_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+_CHUNK = 1 << 20
+
+
+class ManifestError(RocketMQError, ValueError):
+    """A manifest (or a file it lists) is malformed or does not match; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, message: str, *, path: str | os.PathLike[str] | None = None) -> None:
+        where = f"{os.fspath(path)}: " if path is not None else ""
+        super().__init__(f"{where}{field}: {message}")
+        self.field = field
+        self.path = None if path is None else os.fspath(path)
+
+
+@dataclass(frozen=True)
+class QueueRange:
+    """The part of one queue a window covers: offsets ``[start_offset, end_offset)``."""
+
+    broker: str
+    queue_id: int
+    start_offset: int
+    end_offset: int
+    high_water: int
+    messages: int
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One staged Parquet file; ``path`` is relative to the manifest's directory."""
+
+    path: str
+    rows: int
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class WindowManifest:
+    """Everything the Spark load needs to know about one staged window."""
+
+    window_id: str
+    topic: str
+    consumer_group: str
+    expression: str = "*"
+    namesrv: str = ""
+    queues: list[QueueRange] = field(default_factory=list)
+    files: list[FileEntry] = field(default_factory=list)
+    messages: int = 0
+    bytes: int = 0
+    created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    version: int = MANIFEST_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, path: str | os.PathLike[str] | None = None) -> WindowManifest:
+        """Build from parsed JSON, checking the schema (types and required keys) only."""
+        if not isinstance(data, dict):
+            raise ManifestError("manifest", "expected a JSON object", path=path)
+        version = _get(data, "version", int, path)
+        if version != MANIFEST_VERSION:
+            raise ManifestError("version", f"unsupported manifest version {version!r} "
+                                f"(expected {MANIFEST_VERSION})", path=path)
+        queues_raw = _get(data, "queues", list, path)
+        files_raw = _get(data, "files", list, path)
+        queues = []
+        for i, q in enumerate(queues_raw):
+            if not isinstance(q, dict):
+                raise ManifestError(f"queues[{i}]", "expected an object", path=path)
+            queues.append(QueueRange(
+                broker=_get(q, "broker", str, path, f"queues[{i}]."),
+                queue_id=_get(q, "queue_id", int, path, f"queues[{i}]."),
+                start_offset=_get(q, "start_offset", int, path, f"queues[{i}]."),
+                end_offset=_get(q, "end_offset", int, path, f"queues[{i}]."),
+                high_water=_get(q, "high_water", int, path, f"queues[{i}]."),
+                messages=_get(q, "messages", int, path, f"queues[{i}]."),
+            ))
+        files = []
+        for i, f in enumerate(files_raw):
+            if not isinstance(f, dict):
+                raise ManifestError(f"files[{i}]", "expected an object", path=path)
+            files.append(FileEntry(
+                path=_get(f, "path", str, path, f"files[{i}]."),
+                rows=_get(f, "rows", int, path, f"files[{i}]."),
+                bytes=_get(f, "bytes", int, path, f"files[{i}]."),
+                sha256=_get(f, "sha256", str, path, f"files[{i}]."),
+            ))
+        return cls(
+            version=version,
+            window_id=_get(data, "window_id", str, path),
+            topic=_get(data, "topic", str, path),
+            consumer_group=_get(data, "consumer_group", str, path),
+            expression=_get(data, "expression", str, path),
+            created_at=_get(data, "created_at", str, path),
+            namesrv=_get(data, "namesrv", str, path),
+            queues=queues,
+            files=files,
+            messages=_get(data, "messages", int, path),
+            bytes=_get(data, "bytes", int, path),
+        )
+
+
+def _get(d: Mapping[str, Any], key: str, typ: type, path: Any, prefix: str = "") -> Any:
+    if key not in d:
+        raise ManifestError(prefix + key, "missing", path=path)
+    value = d[key]
+    # bool is an int subclass in Python; a JSON true is never a valid offset or count
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise ManifestError(prefix + key, f"expected {typ.__name__}, got {type(value).__name__}", path=path)
+    return value
+
+
+def new_window_id() -> str:
+    """A window id that is safe as a directory and partition value (``YYYYmmddTHHMMSSZ-<hex>``)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:12]
+
+
+# --- durability helpers ---------------------------------------------------------------------------
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """fsync a directory so a rename inside it survives a crash (no-op where unsupported)."""
+    try:
+        fd = os.open(os.fspath(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(target: Path, write: Any) -> None:
+    """Write through ``write(tmp_path)`` into a temp file next to ``target``, fsync, rename, fsync dir."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(target.parent)
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's content, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# --- manifest I/O -----------------------------------------------------------------------------------
+
+def write_manifest(manifest: WindowManifest, path: str | os.PathLike[str]) -> Path:
+    """Validate (without re-hashing files) and write ``manifest`` atomically to ``path``.
+
+    ``path`` may be a directory, in which case ``manifest.json`` inside it is used.
+    """
+    target = Path(path)
+    if target.is_dir():
+        target = target / MANIFEST_NAME
+    validate_manifest(manifest, target.parent, verify_files=False, path=target)
+    text = json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    _atomic_write(target, write)
+    return target
+
+
+def read_manifest(path: str | os.PathLike[str], *, verify_files: bool = True) -> WindowManifest:
+    """Read and validate a manifest; with ``verify_files`` also check every file's size, sha256, rows."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / MANIFEST_NAME
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ManifestError("manifest", "file not found", path=p) from None
+    except OSError as exc:
+        raise ManifestError("manifest", f"cannot read: {exc}", path=p) from exc
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError("manifest", f"not valid JSON ({exc})", path=p) from None
+    manifest = WindowManifest.from_dict(data, path=p)
+    validate_manifest(manifest, p.parent, verify_files=verify_files, path=p)
+    return manifest
+
+
+def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str], *,
+                      verify_files: bool = True, path: str | os.PathLike[str] | None = None) -> None:
+    """Check the manifest's invariants; raise `ManifestError` naming the first bad field.
+
+    Invariants: non-empty ids; per queue ``0 <= start <= end <= high_water`` and
+    ``messages <= end - start`` (each offset is staged once); no queue twice;
+    ``messages`` = sum of queue messages = sum of file rows; file paths relative
+    and inside ``base_dir``. With ``verify_files``: every file exists with the
+    recorded size and SHA-256, and (when pyarrow is importable) the recorded rows.
+    """
+    where = path if path is not None else base_dir
+    if manifest.version != MANIFEST_VERSION:
+        raise ManifestError("version", f"unsupported manifest version {manifest.version!r}", path=where)
+    for name in ("window_id", "topic", "consumer_group"):
+        if not getattr(manifest, name):
+            raise ManifestError(name, "must not be empty", path=where)
+    if "/" in manifest.window_id or "\\" in manifest.window_id or manifest.window_id in (".", ".."):
+        raise ManifestError("window_id", f"{manifest.window_id!r} is not usable as a directory name",
+                            path=where)
+    for name in ("messages", "bytes"):
+        if getattr(manifest, name) < 0:
+            raise ManifestError(name, "must be >= 0", path=where)
+    seen: set[tuple[str, int]] = set()
+    for i, q in enumerate(manifest.queues):
+        f = f"queues[{i}]"
+        if not q.broker:
+            raise ManifestError(f + ".broker", "must not be empty", path=where)
+        if q.queue_id < 0:
+            raise ManifestError(f + ".queue_id", "must be >= 0", path=where)
+        if (q.broker, q.queue_id) in seen:
+            raise ManifestError(f, f"queue {q.broker}:{q.queue_id} listed twice", path=where)
+        seen.add((q.broker, q.queue_id))
+        if q.start_offset < 0:
+            raise ManifestError(f + ".start_offset", "must be >= 0", path=where)
+        if q.end_offset < q.start_offset:
+            raise ManifestError(f + ".end_offset", f"{q.end_offset} < start_offset {q.start_offset}",
+                                path=where)
+        if q.high_water < q.end_offset:
+            raise ManifestError(f + ".high_water", f"{q.high_water} < end_offset {q.end_offset}", path=where)
+        if not 0 <= q.messages <= q.end_offset - q.start_offset:
+            raise ManifestError(f + ".messages", f"{q.messages} outside 0..{q.end_offset - q.start_offset} "
+                                "(end_offset - start_offset)", path=where)
+    queue_total = sum(q.messages for q in manifest.queues)
+    if queue_total != manifest.messages:
+        raise ManifestError("messages", f"{manifest.messages} != sum of queue messages {queue_total}",
+                            path=where)
+    row_total = sum(fe.rows for fe in manifest.files)
+    if row_total != manifest.messages:
+        raise ManifestError("messages", f"{manifest.messages} != sum of file rows {row_total}", path=where)
+    base = Path(base_dir).resolve()
+    paths: set[str] = set()
+    for i, fe in enumerate(manifest.files):
+        f = f"files[{i}]"
+        rel = Path(fe.path)
+        if not fe.path or rel.is_absolute() or ".." in rel.parts:
+            raise ManifestError(f + ".path", f"{fe.path!r} must be a relative path inside the window "
+                                "directory", path=where)
+        if fe.path in paths:
+            raise ManifestError(f + ".path", f"{fe.path!r} listed twice", path=where)
+        paths.add(fe.path)
+        if fe.rows < 0 or fe.bytes < 0:
+            raise ManifestError(f + (".rows" if fe.rows < 0 else ".bytes"), "must be >= 0", path=where)
+        if len(fe.sha256) != 64 or any(c not in "0123456789abcdef" for c in fe.sha256):
+            raise ManifestError(f + ".sha256", "must be 64 lowercase hex digits", path=where)
+        if verify_files:
+            _verify_file(base / rel, fe, f, where)
+
+
+def _verify_file(full: Path, fe: FileEntry, f: str, where: Any) -> None:
+    try:
+        size = full.stat().st_size
+    except FileNotFoundError:
+        raise ManifestError(f + ".path", f"{fe.path} does not exist", path=where) from None
+    if size != fe.bytes:
+        raise ManifestError(f + ".bytes", f"{fe.path} has {size} bytes, manifest says {fe.bytes}", path=where)
+    digest = file_sha256(full)
+    if digest != fe.sha256:
+        raise ManifestError(f + ".sha256", f"{fe.path} checksum mismatch (file {digest[:12]}..., "
+                            f"manifest {fe.sha256[:12]}...)", path=where)
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return  # the checksum already pins the content; the row count is the writer's bookkeeping
+    try:
+        rows = pq.read_metadata(full).num_rows
+    except Exception as exc:  # pyarrow raises ArrowInvalid and friends for non-Parquet bytes
+        raise ManifestError(f + ".path", f"{fe.path} is not a readable Parquet file ({exc})",
+                            path=where) from None
+    if rows != fe.rows:
+        raise ManifestError(f + ".rows", f"{fe.path} has {rows} rows, manifest says {fe.rows}", path=where)
+
+
+# --- staged Parquet ---------------------------------------------------------------------------------
+
+STAGED_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags", "keys", "properties",
+                  "born_timestamp", "store_timestamp", "reconsume_times", "body", "window_id")
+
+
+def staged_schema() -> pa.Schema:
+    """The staged Parquet schema (docs/CONTRACTS.md); `STAGED_SCHEMA` is the same object."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        import pyarrow as pa
+
+        _SCHEMA = pa.schema([
+            pa.field("topic", pa.string(), nullable=False),
+            pa.field("broker", pa.string(), nullable=False),
+            pa.field("queue_id", pa.int32(), nullable=False),
+            pa.field("queue_offset", pa.int64(), nullable=False),
+            pa.field("msg_id", pa.string()),
+            pa.field("tags", pa.string()),
+            pa.field("keys", pa.string()),
+            pa.field("properties", pa.map_(pa.string(), pa.string())),
+            pa.field("born_timestamp", pa.int64()),
+            pa.field("store_timestamp", pa.int64()),
+            pa.field("reconsume_times", pa.int32()),
+            pa.field("body", pa.binary()),
+            pa.field("window_id", pa.string(), nullable=False),
+        ])
+    return _SCHEMA
+
+
+_SCHEMA: pa.Schema | None = None
+
+
+def __getattr__(name: str) -> Any:
+    # STAGED_SCHEMA is built on first access so that importing this module never needs pyarrow
+    if name == "STAGED_SCHEMA":
+        return staged_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def staged_row(msg: MessageExt, window_id: str) -> dict[str, Any]:
+    """The staged row of one pulled message (body as decoded by the client, i.e. decompressed)."""
+    return {
+        "topic": msg.topic, "broker": msg.broker_name, "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset, "msg_id": msg.msg_id, "tags": msg.tags, "keys": msg.keys,
+        "properties": dict(msg.properties), "born_timestamp": msg.born_timestamp,
+        "store_timestamp": msg.store_timestamp, "reconsume_times": msg.reconsume_times,
+        "body": bytes(msg.body), "window_id": window_id,
+    }
+
+
+def write_parquet_file(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str],
+                       base_dir: str | os.PathLike[str] | None = None, *,
+                       compression: str = "zstd") -> FileEntry:
+    """Write row dicts (keys of `STAGED_COLUMNS`) to one Parquet file durably; return its entry.
+
+    The file is written to a temp name, fsynced, renamed into place and the
+    directory fsynced, so a crash never leaves a half file under the final name.
+    ``path`` in the returned entry is relative to ``base_dir`` (default: the file's
+    directory), as the manifest wants. A missing optional column value is null;
+    a missing or wrongly typed required one raises `ManifestError`.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = staged_schema()
+    cols: dict[str, list[Any]] = {name: [] for name in STAGED_COLUMNS}
+    n = 0
+    for i, row in enumerate(rows):
+        for name in STAGED_COLUMNS:
+            value = row.get(name)
+            if isinstance(value, dict) and name == "properties":
+                value = list(value.items())  # pyarrow's map type takes (key, value) pairs
+            cols[name].append(value)
+        n = i + 1
+    try:
+        table = pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema], schema=schema)
+        table.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+        raise ManifestError("rows", f"cannot stage rows: {exc}", path=path) from None
+    for f in schema:
+        if not f.nullable and table.column(f.name).null_count:
+            raise ManifestError(f"rows.{f.name}", "required column has null values", path=path)
+    target = Path(path)
+    _atomic_write(target, lambda tmp: pq.write_table(table, tmp, compression=compression))
+    base = Path(base_dir) if base_dir is not None else target.parent
+    rel = os.path.relpath(target.resolve(), Path(base).resolve())
+    return FileEntry(path=Path(rel).as_posix(), rows=n, bytes=target.stat().st_size,
+                     sha256=file_sha256(target))
