@@ -22,8 +22,11 @@ class MessageQueue(NamedTuple):
         return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
 
     # fastjson writers use these to emit the inline-object map key form
-    __fastjson_key__ = to_json
-    __fastjson__ = to_json
+    def __fastjson_key__(self) -> dict[str, Any]:
+        return self.to_json()
+
+    def __fastjson__(self) -> dict[str, Any]:
+        return self.to_json()
 
     @classmethod
     def from_json(cls, obj: Any) -> MessageQueue:

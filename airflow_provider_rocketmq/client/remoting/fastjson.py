@@ -155,9 +155,9 @@ def _dump_key(key: Any) -> str:
 def dumps(obj: Any, *, sort_keys: bool = True) -> str:
     """Compact fastjson-style text: non-string keys unquoted, object keys inline."""
     if isinstance(obj, dict):
-        items = obj.items()
+        items: list[tuple[Any, Any]] = list(obj.items())
         if sort_keys and all(isinstance(k, str) for k in obj):
-            items = sorted(items)
+            items.sort()
         return "{" + ",".join(_dump_key(k) + ":" + dumps(v, sort_keys=sort_keys) for k, v in items) + "}"
     if isinstance(obj, (list, tuple, set, frozenset)):
         return "[" + ",".join(dumps(v, sort_keys=sort_keys) for v in obj) + "]"

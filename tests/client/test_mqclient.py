@@ -1,0 +1,163 @@
+"""MQClient against scripted name servers and brokers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.errors import (
+    ClientStateError,
+    ConnectionClosedError,
+    RouteNotFoundError,
+    SystemError_,
+    TopicNotExistError,
+)
+from airflow_provider_rocketmq.client.mqclient import MQClient
+from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.remoting.acl import sign
+from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+
+from .peer import ScriptedPeer, route_body
+
+
+async def _cluster() -> tuple[ScriptedPeer, ScriptedPeer]:
+    broker = await ScriptedPeer().start()
+    ns = await ScriptedPeer().start()
+    ns.reply(RequestCode.GET_ROUTEINFO_BY_TOPIC, body=route_body(4, {"broker-a": broker.addr}))
+    return ns, broker
+
+
+async def test_route_and_offset_helpers_send_java_headers() -> None:
+    ns, broker = await _cluster()
+    broker.reply(RequestCode.GET_MAX_OFFSET, {"offset": "42"})
+    broker.reply(RequestCode.GET_MIN_OFFSET, {"offset": "3"})
+    broker.reply(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"offset": "7"})
+    broker.reply(RequestCode.QUERY_CONSUMER_OFFSET, resp_code=22, remark="Not found")
+    broker.reply(RequestCode.UPDATE_CONSUMER_OFFSET)
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    try:
+        route = await client.get_route("T")
+        mqs = route.subscribe_queues("T")
+        assert mqs == [MessageQueue("T", "broker-a", i) for i in range(4)]
+        mq = mqs[2]
+        assert await client.max_offset(mq) == 42
+        assert await client.min_offset(mq) == 3
+        assert await client.search_offset(mq, 1795244528000) == 7
+        assert await client.query_consumer_offset(mq, "g") == -1
+        await client.update_consumer_offset(mq, "g", 11)
+        # the route was fetched once and cached
+        assert ns.codes() == [RequestCode.GET_ROUTEINFO_BY_TOPIC]
+        assert ns.received[0].ext == {"topic": "T", "acceptStandardJsonOnly": "true"}
+        by_code = {c.code: c.ext for c in broker.received}
+        assert by_code[RequestCode.GET_MAX_OFFSET] == {"topic": "T", "queueId": "2", "bname": "broker-a"}
+        assert by_code[RequestCode.SEARCH_OFFSET_BY_TIMESTAMP]["timestamp"] == "1795244528000"
+        assert by_code[RequestCode.UPDATE_CONSUMER_OFFSET] == {
+            "topic": "T", "queueId": "2", "bname": "broker-a", "consumerGroup": "g", "commitOffset": "11"}
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
+
+
+async def test_namesrv_failover_skips_dead_server() -> None:
+    ns, broker = await _cluster()
+    dead = await ScriptedPeer().start()
+    dead_addr = dead.addr
+    await dead.stop()  # nothing listens there any more
+    client = MQClient(ClientConfig(namesrv_addr=f"{dead_addr};{ns.addr}"))
+    try:
+        for _ in range(3):  # whichever server is tried first, every lookup succeeds
+            route = await client.get_route("T", refresh=True)
+            assert route.master_addrs() == {"broker-a": broker.addr}
+        assert client.namesrv.current == ns.addr
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
+
+
+async def test_all_namesrv_dead_is_a_typed_error() -> None:
+    dead = await ScriptedPeer().start()
+    addr = dead.addr
+    await dead.stop()
+    client = MQClient(ClientConfig(namesrv_addr=addr, request_timeout=1.0))
+    try:
+        with pytest.raises(ConnectionClosedError, match="no name server reachable"):
+            await client.get_route("T")
+    finally:
+        await client.close()
+
+
+async def test_missing_topic_and_consumer_list_errors() -> None:
+    ns = await ScriptedPeer().start()
+    ns.reply(RequestCode.GET_ROUTEINFO_BY_TOPIC, resp_code=17, remark="No topic route info")
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    try:
+        with pytest.raises(RouteNotFoundError, match="'Nope'"):
+            await client.get_route("Nope")
+    finally:
+        await client.close()
+        await ns.stop()
+    ns, broker = await _cluster()
+    broker.reply(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {}, resp_code=1,
+                 remark="no consumer for this group, g")
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    try:
+        with pytest.raises(SystemError_):
+            await client.consumer_ids("g", "T")
+        broker.reply(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {},
+                     body=b'{"consumerIdList":["1.2.3.4@a","1.2.3.4@b"]}')
+        assert await client.consumer_ids("g", "T") == ["1.2.3.4@a", "1.2.3.4@b"]
+        broker.reply(RequestCode.GET_MAX_OFFSET, resp_code=17, remark="topic not exist")
+        with pytest.raises(TopicNotExistError):
+            await client.max_offset(MessageQueue("T", "broker-a", 0))
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
+
+
+async def test_acl_and_namespace_applied_to_every_request() -> None:
+    ns, broker = await _cluster()
+    broker.reply(RequestCode.GET_MAX_OFFSET, {"offset": "1"})
+    cfg = ClientConfig(namesrv_addr=ns.addr, access_key="ak", secret_key="sk", namespace="prod")
+    client = MQClient(cfg)
+    try:
+        assert await client.max_offset(MessageQueue("T", "broker-a", 1)) == 1
+        route_req = ns.received[0]
+        assert route_req.ext["topic"] == "prod%T"
+        req = broker.received[0]
+        assert req.ext["topic"] == "prod%T" and req.ext["AccessKey"] == "ak"
+        unsigned = {k: v for k, v in req.ext.items() if k != "Signature"}
+        assert req.ext["Signature"] == sign("sk", unsigned, req.body)
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
+    assert "sk" not in repr(cfg)
+
+
+async def test_server_initiated_request_reaches_registered_handler() -> None:
+    ns, broker = await _cluster()
+    broker.reply(RequestCode.GET_MAX_OFFSET, {"offset": "5"})
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    seen: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_notify(conn, cmd):  # type: ignore[no-untyped-def]
+        await seen.put(cmd.ext["consumerGroup"])
+        return None
+
+    client.register_handler(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_notify)
+    try:
+        await client.max_offset(MessageQueue("T", "broker-a", 0))  # opens the broker connection
+        from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+        broker.connections[-1].oneway(RemotingCommand.request(40, {"consumerGroup": "g1"}))
+        assert await asyncio.wait_for(seen.get(), 5) == "g1"
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
+    with pytest.raises(ClientStateError):
+        await client.get_route("T")
