@@ -1,0 +1,1 @@
+"""Real-broker integration suite (see docs/integration.md)."""

@@ -1,0 +1,220 @@
+"""Which RocketMQ the integration suite runs against, and the cluster object tests use.
+
+Selection order (first match wins):
+
+1. ``ROCKETMQ_NAMESRV=host:port[;host:port]`` - an existing broker, used as is;
+2. a Docker engine answering on ``DOCKER_HOST`` / the default socket - testcontainers
+   starts ``apache/rocketmq:${ROCKETMQ_IMAGE_TAG:-4.9.7}`` (see ``containers.py``);
+3. ``ROCKETMQ_EMBEDDED=1`` - the project's in-process ``EmbeddedCluster``;
+4. nothing: every test that needs a broker is skipped with ``NO_BACKEND_REASON``.
+
+Whatever the backend, tests create their own uniquely named topics and groups
+through the admin API, so a shared broker is left with nothing but ``IT_*`` names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .containers import docker_endpoint, docker_engine_answers
+
+NO_BACKEND_REASON = "no Docker engine (and neither ROCKETMQ_NAMESRV nor ROCKETMQ_EMBEDDED=1 set)"
+# The broker's first retry level (delay level 3) on a real broker.
+REAL_FIRST_RETRY_DELAY_S = 10.0
+# Embedded broker: every broker-side delay (retry levels, long-poll suspension) runs this much faster.
+EMBEDDED_TIME_SCALE = 0.02
+
+if TYPE_CHECKING:  # the client is imported lazily so the selection logic loads without it
+    from airflow_provider_rocketmq.client import Admin, ClientConfig, MessageQueue, Producer
+
+_NAMESRV_RE = re.compile(r"[A-Za-z0-9_.\-]+:\d{1,5}(;[A-Za-z0-9_.\-]+:\d{1,5})*")
+
+
+class BackendConfigError(ValueError):
+    """A backend-selecting environment variable has an unusable value."""
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    kind: str  # "existing" | "testcontainers" | "embedded" | "skip"
+    detail: str  # namesrv list, docker endpoint, or the skip reason
+
+
+def choose_backend(env: Mapping[str, str], docker_answers: Callable[[str], bool]) -> BackendChoice:
+    """Pick the backend from the environment; ``docker_answers(endpoint)`` probes Docker."""
+    namesrv = env.get("ROCKETMQ_NAMESRV", "").strip()
+    if namesrv:
+        if not _NAMESRV_RE.fullmatch(namesrv):
+            raise BackendConfigError(
+                f"ROCKETMQ_NAMESRV: {namesrv!r} is not host:port[;host:port] (e.g. 127.0.0.1:9876)"
+            )
+        return BackendChoice("existing", namesrv)
+    endpoint = docker_endpoint(dict(env))
+    if docker_answers(endpoint):
+        return BackendChoice("testcontainers", endpoint)
+    embedded = env.get("ROCKETMQ_EMBEDDED", "").strip()
+    if embedded not in ("", "0", "1"):
+        raise BackendConfigError(f"ROCKETMQ_EMBEDDED: {embedded!r} must be 1 (or unset)")
+    if embedded == "1":
+        return BackendChoice("embedded", "")
+    return BackendChoice("skip", NO_BACKEND_REASON)
+
+
+def choose_backend_from_environment() -> BackendChoice:
+    return choose_backend(os.environ, docker_engine_answers)
+
+
+class IntegrationCluster:
+    """The running RocketMQ a test talks to.
+
+    ``namesrv_addr``, a shared ``admin``, ``config()`` for clients, ``new_topic()`` /
+    ``new_group()`` (unique names; topics are created and their routes awaited),
+    ``restart_broker()`` when ``can_restart``, and ``first_retry_delay`` (seconds until
+    a message sent back with the default delay level is redelivered).
+    """
+
+    kind = "abstract"
+    can_restart = False
+    first_retry_delay = REAL_FIRST_RETRY_DELAY_S
+
+    def __init__(self, namesrv_addr: str) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.run_id = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        self._admin: Admin | None = None
+
+    # -- clients -------------------------------------------------------------
+    def config(self, **overrides: Any) -> ClientConfig:
+        from airflow_provider_rocketmq.client import ClientConfig
+
+        return ClientConfig(namesrv_addr=self.namesrv_addr, **overrides)
+
+    @property
+    def admin(self) -> Admin:
+        if self._admin is None:
+            from airflow_provider_rocketmq.client import Admin
+
+            self._admin = Admin(self.config(instance_name=f"it_admin_{self.run_id}"))
+        return self._admin
+
+    def producer(self, **overrides: Any) -> Producer:
+        """A started producer (context manager); the caller shuts it down."""
+        from airflow_provider_rocketmq.client import Producer
+
+        overrides.setdefault("instance_name", f"it_prod_{uuid.uuid4().hex[:8]}")
+        return Producer(self.config(**overrides), group=self.new_group("prod"))
+
+    # -- names ---------------------------------------------------------------
+    def unique_name(self, prefix: str) -> str:
+        # [A-Za-z0-9_-], well under the broker's 127-character limit
+        return f"IT_{prefix}_{self.run_id}_{uuid.uuid4().hex[:8]}"
+
+    def new_group(self, prefix: str = "group") -> str:
+        return self.unique_name(prefix)
+
+    def new_topic(self, prefix: str = "topic", queues: int = 8, timeout: float = 30.0) -> str:
+        """Create a uniquely named topic and wait until its route shows ``queues`` queues."""
+        topic = self.unique_name(prefix)
+        self.admin.create_topic(topic, queues=queues)
+        wait_until(lambda: len(self.admin.high_water_marks(topic)) == queues, timeout,
+                   f"route of {topic} with {queues} queues")
+        return topic
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        return sorted(self.admin.high_water_marks(topic))
+
+    # -- lifecycle -----------------------------------------------------------
+    def restart_broker(self) -> None:
+        raise NotImplementedError(f"the {self.kind} backend cannot restart its broker")
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+
+class ExistingCluster(IntegrationCluster):
+    """A broker somebody else runs (``ROCKETMQ_NAMESRV``); never restarted, never cleaned."""
+
+    kind = "existing"
+
+
+class ContainerCluster(IntegrationCluster):
+    kind = "testcontainers"
+    can_restart = True
+
+    def __init__(self, endpoint: str) -> None:
+        from .containers import start_rocketmq
+
+        self._running = start_rocketmq(endpoint)
+        super().__init__(self._running.namesrv_addr)
+
+    def restart_broker(self) -> None:
+        self._running.restart_broker()
+
+    def close(self) -> None:
+        super().close()
+        self._running.stop()
+
+
+class EmbeddedBackend(IntegrationCluster):
+    kind = "embedded"
+    can_restart = True
+
+    def __init__(self) -> None:
+        from airflow_provider_rocketmq.embedded import EmbeddedCluster
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="rmq-it-")
+        self._cluster = EmbeddedCluster(brokers=1, queues=8, data_dir=self._tmp.name,
+                                        time_scale=EMBEDDED_TIME_SCALE)
+        self._cluster.start()
+        super().__init__(self._cluster.namesrv_addr)
+        self.first_retry_delay = REAL_FIRST_RETRY_DELAY_S * EMBEDDED_TIME_SCALE
+
+    def restart_broker(self) -> None:
+        for broker in self._cluster.brokers:
+            broker.restart()
+
+    def close(self) -> None:
+        super().close()
+        try:
+            self._cluster.stop()
+        finally:
+            self._tmp.cleanup()
+
+
+def start_cluster(choice: BackendChoice) -> IntegrationCluster:
+    if choice.kind == "existing":
+        return ExistingCluster(choice.detail)
+    if choice.kind == "testcontainers":
+        return ContainerCluster(choice.detail)
+    if choice.kind == "embedded":
+        return EmbeddedBackend()
+    raise ValueError(f"no cluster for backend {choice.kind!r}")
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll ``predicate`` until truthy; raise ``AssertionError`` naming ``what`` on timeout.
+
+    Only for states nothing can be awaited on (broker-side offsets, routes, assignments
+    after a rebalance); consumption itself is awaited through ``Collector``.
+    """
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # the broker may be restarting: keep polling until the deadline
+            last_error = exc
+        if time.monotonic() > deadline:
+            suffix = f" (last error: {last_error!r})" if last_error else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{suffix}")
+        time.sleep(interval)

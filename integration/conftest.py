@@ -1,0 +1,63 @@
+"""The ``cluster`` fixture: one running RocketMQ for the whole integration session.
+
+See ``backends.py`` for the selection order (ROCKETMQ_NAMESRV, Docker, ROCKETMQ_EMBEDDED=1,
+otherwise skip with the reason spelled out) and docs/integration.md for how to run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from .backends import (
+    BackendChoice,
+    BackendConfigError,
+    IntegrationCluster,
+    choose_backend_from_environment,
+    start_cluster,
+)
+
+_choice: BackendChoice | None = None
+
+
+def _backend_choice() -> BackendChoice:
+    global _choice
+    if _choice is None:
+        _choice = choose_backend_from_environment()
+    return _choice
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    try:
+        choice = _backend_choice()
+    except BackendConfigError as exc:
+        return f"rocketmq integration backend: invalid environment: {exc}"
+    if choice.kind == "skip":
+        return f"rocketmq integration backend: none ({choice.detail})"
+    return f"rocketmq integration backend: {choice.kind} {choice.detail}".rstrip()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[IntegrationCluster]:
+    """A running cluster: ``namesrv_addr``, ``admin``, ``new_topic()``, ``new_group()``,
+    ``producer()``, ``restart_broker()`` when ``can_restart``."""
+    try:
+        choice = _backend_choice()
+    except BackendConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if choice.kind == "skip":
+        pytest.skip(choice.detail)
+    running = start_cluster(choice)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def restartable(cluster: IntegrationCluster) -> IntegrationCluster:
+    """The cluster, when its backend can restart the broker (embedded, testcontainers)."""
+    if not cluster.can_restart:
+        pytest.skip(f"the {cluster.kind} backend cannot restart its broker")
+    return cluster

@@ -1,0 +1,78 @@
+"""Which backend the suite picks, and what the user sees when none is available."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from integration.backends import NO_BACKEND_REASON, BackendConfigError, choose_backend
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _never(endpoint: str) -> bool:
+    return False
+
+
+def _always(endpoint: str) -> bool:
+    return True
+
+
+def test_existing_broker_wins_over_docker_and_embedded() -> None:
+    choice = choose_backend({"ROCKETMQ_NAMESRV": "10.0.0.1:9876;10.0.0.2:9876", "ROCKETMQ_EMBEDDED": "1"}, _always)
+    assert (choice.kind, choice.detail) == ("existing", "10.0.0.1:9876;10.0.0.2:9876")
+
+
+def test_docker_is_used_when_it_answers() -> None:
+    probed: list[str] = []
+
+    def probe(endpoint: str) -> bool:
+        probed.append(endpoint)
+        return True
+
+    choice = choose_backend({"DOCKER_HOST": "tcp://127.0.0.1:2375", "ROCKETMQ_EMBEDDED": "1"}, probe)
+    assert (choice.kind, choice.detail) == ("testcontainers", "tcp://127.0.0.1:2375")
+    assert probed == ["tcp://127.0.0.1:2375"]
+
+
+def test_embedded_when_requested_and_no_docker() -> None:
+    assert choose_backend({"ROCKETMQ_EMBEDDED": "1"}, _never).kind == "embedded"
+
+
+def test_skip_reason_is_spelled_out() -> None:
+    choice = choose_backend({}, _never)
+    assert choice.kind == "skip"
+    assert choice.detail == NO_BACKEND_REASON
+    assert "no Docker engine" in choice.detail
+    assert choose_backend({"ROCKETMQ_EMBEDDED": "0"}, _never).kind == "skip"
+
+
+@pytest.mark.parametrize("value", ["localhost", "127.0.0.1:", ":9876", "127.0.0.1:9876;", "a b:1"])
+def test_bad_namesrv_names_the_variable(value: str) -> None:
+    with pytest.raises(BackendConfigError, match="ROCKETMQ_NAMESRV"):
+        choose_backend({"ROCKETMQ_NAMESRV": value}, _never)
+
+
+def test_bad_embedded_flag_names_the_variable() -> None:
+    with pytest.raises(BackendConfigError, match="ROCKETMQ_EMBEDDED"):
+        choose_backend({"ROCKETMQ_EMBEDDED": "yes"}, _never)
+
+
+def test_suite_without_any_backend_reports_skipped(tmp_path: Path) -> None:
+    """End to end: a broker-needing test file is skipped, not failed, with the reason shown."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ROCKETMQ_NAMESRV", "ROCKETMQ_EMBEDDED", "TESTCONTAINERS_HOST_OVERRIDE")}
+    env["DOCKER_HOST"] = f"unix://{tmp_path}/no-docker.sock"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         str(REPO / "integration" / "test_roundtrip.py")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "skipped" in out and "failed" not in out and "error" not in out.lower(), out
+    assert NO_BACKEND_REASON in out, out

@@ -1,0 +1,147 @@
+"""The testcontainers backend's container configuration, checked without a Docker engine."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+
+import pytest
+
+from integration import containers
+from integration.containers import (
+    BROKER_CONF_PATH,
+    DEFAULT_IMAGE_TAG,
+    broker_conf,
+    docker_engine_answers,
+    image_for,
+    rocketmq_specs,
+)
+
+
+def _conf(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_default_image_is_a_4_9_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROCKETMQ_IMAGE_TAG", raising=False)
+    assert DEFAULT_IMAGE_TAG.startswith("4.9.")
+    assert image_for() == f"apache/rocketmq:{DEFAULT_IMAGE_TAG}"
+
+
+def test_image_tag_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROCKETMQ_IMAGE_TAG", containers.DOCUMENTED_5X_TAG)
+    ns, br = rocketmq_specs()
+    assert ns.image == br.image == f"apache/rocketmq:{containers.DOCUMENTED_5X_TAG}"
+
+
+def test_bad_image_tag_is_rejected_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROCKETMQ_IMAGE_TAG", "4.9.7; rm -rf /")
+    with pytest.raises(ValueError, match="ROCKETMQ_IMAGE_TAG"):
+        rocketmq_specs()
+
+
+def test_name_server_container_spec() -> None:
+    ns, _ = rocketmq_specs("10.1.2.3", tag="4.9.7", namesrv_host_port=19876)
+    assert ns.image == "apache/rocketmq:4.9.7"
+    assert ns.command == ["sh", "mqnamesrv"]
+    assert ns.ports == {9876: 19876}
+    assert ns.network_aliases == ("namesrv",)
+    assert "-Xmx" in ns.env["JAVA_OPT_EXT"]
+    assert ns.files == {}
+
+
+def test_broker_container_spec_advertises_a_host_reachable_address() -> None:
+    _, br = rocketmq_specs("10.1.2.3", tag="4.9.7", broker_listen_port=20911)
+    assert br.command == ["sh", "mqbroker", "-n", "namesrv:9876", "-c", BROKER_CONF_PATH]
+    assert br.env["NAMESRV_ADDR"] == "namesrv:9876"
+    # same number inside and outside, for the listen port, the VIP channel (-2) and HA (+1)
+    assert br.ports == {20911: 20911, 20909: 20909, 20912: 20912}
+    conf = _conf(br.files[BROKER_CONF_PATH])
+    assert conf["brokerIP1"] == "10.1.2.3"
+    assert conf["listenPort"] == "20911"
+    assert conf["namesrvAddr"] == "namesrv:9876"
+    assert conf["brokerName"] == "broker-a"
+    assert conf["brokerClusterName"] == "DefaultCluster"
+    assert conf["brokerId"] == "0"
+    assert conf["autoCreateSubscriptionGroup"] == "true"
+
+
+def test_default_ports_are_the_standard_ones() -> None:
+    ns, br = rocketmq_specs()
+    assert ns.ports == {9876: 9876}
+    assert set(br.ports) == {10911, 10909, 10912}
+
+
+def test_broker_conf_is_key_value_lines() -> None:
+    text = broker_conf("192.168.1.5", 10911)
+    assert text.endswith("\n")
+    assert all(re.fullmatch(r"[A-Za-z0-9]+=[^\n=]*", line) for line in text.splitlines())
+
+
+# Lines printed by the 4.9.7 and 5.x NamesrvStartup / BrokerStartup.
+NAMESRV_LOGS = [
+    "The Name Server boot success. serializeType=JSON",
+    "The Name Server boot success. serializeType=JSON, address 0.0.0.0:9876",
+]
+BROKER_LOGS = [
+    "The broker[broker-a, 172.18.0.3:10911] boot success. serializeType=JSON and name server is namesrv:9876",
+    "The broker[broker-a, 10.1.2.3:20911] boot success. serializeType=JSON",
+]
+
+
+def test_ready_logs_match_the_boot_lines() -> None:
+    ns, br = rocketmq_specs()
+    for line in NAMESRV_LOGS:
+        assert re.search(ns.ready_log, f"noise\n{line}\n", re.MULTILINE)
+        assert not re.search(br.ready_log, line)
+    for line in BROKER_LOGS:
+        assert re.search(br.ready_log, f"noise\n{line}\n", re.MULTILINE)
+        assert not re.search(ns.ready_log, line)
+    assert not re.search(br.ready_log, "The broker[broker-a, 172.18.0.3:10911] shutdown")
+
+
+def test_wait_strategies_are_log_based() -> None:
+    wait_strategies = pytest.importorskip("testcontainers.core.wait_strategies")
+    for spec in rocketmq_specs():
+        assert isinstance(spec.wait_strategy(), wait_strategies.LogMessageWaitStrategy)
+
+
+def _fake_engine(reply: bytes) -> tuple[str, threading.Thread]:
+    """A one-shot TCP server on 127.0.0.1 answering the probe with ``reply``."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        with srv:
+            conn, _ = srv.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(reply)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return f"tcp://127.0.0.1:{port}", t
+
+
+def test_docker_probe_accepts_an_engine_answering_ping() -> None:
+    endpoint, t = _fake_engine(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK")
+    assert docker_engine_answers(endpoint)
+    t.join(5)
+
+
+def test_docker_probe_rejects_a_non_docker_answer() -> None:
+    endpoint, t = _fake_engine(b"HTTP/1.1 404 Not Found\r\n\r\n")
+    assert not docker_engine_answers(endpoint)
+    t.join(5)
+
+
+def test_docker_probe_is_false_for_a_missing_socket(tmp_path) -> None:
+    assert not docker_engine_answers(f"unix://{tmp_path}/docker.sock")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.close()  # nothing listens there any more
+    assert not docker_engine_answers(f"tcp://127.0.0.1:{port}", timeout=0.5)
