@@ -1,0 +1,170 @@
+# shellcheck shell=bash
+# Sourced (never executed) by scripts/test.sh and scripts/demo.sh.
+#
+# Creates or reuses the project's virtual environment in <repo>/.venv on a machine
+# that has only python3 (3.10+), then exports what the tests and the demo need:
+# PATH (.venv/bin first), SPARK_HOME, JAVA_HOME, PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON,
+# ROCKETMQ_VECTORS_DIR (when the shared protocol vectors can be found).
+#
+# Knobs (environment):
+#   ROCKETMQ_PYTHON=/path/python  interpreter for a new venv (default: python3.11, else python3)
+#   ROCKETMQ_ENV_NO_INSTALL=1     never create/install; only export (the venv must exist)
+#   ROCKETMQ_ENV_FORCE=1          reinstall even when the stamp says the venv is up to date
+#
+# Why pyspark is reinstalled last: apache-airflow-providers-apache-spark depends on
+# `pyspark-client`, a Spark Connect-only distribution that unpacks into the same
+# `pyspark/` package directory and overwrites part of the full `pyspark`. After that
+# `spark-submit` no longer finds its home (bin/spark-class, jars/). Reinstalling
+# `pyspark` after everything else restores its files, and SPARK_HOME pointing at the
+# package directory makes the venv's `spark-submit` use them.
+
+_rmq_log() { printf '_env.sh: %s\n' "$*" >&2; }
+_rmq_die() { _rmq_log "error: $*"; return 1; }
+
+_rmq_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_rmq_venv="${_rmq_root}/.venv"
+_rmq_extras=".[airflow,spark,compression,test]"
+
+_rmq_pick_python() {
+    local cand
+    if [ -n "${ROCKETMQ_PYTHON:-}" ]; then
+        echo "${ROCKETMQ_PYTHON}"; return 0
+    fi
+    for cand in python3.11 python3.12 python3 python3.13 python3.10; do
+        if command -v "$cand" >/dev/null 2>&1 &&
+           "$cand" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
+            command -v "$cand"; return 0
+        fi
+    done
+    return 1
+}
+
+_rmq_stamp_value() {
+    # hash of what decides the venv's content; the interpreter version is part of it
+    {
+        cat "${_rmq_root}/pyproject.toml" "${_rmq_root}/scripts/_env.sh"
+        "${_rmq_venv}/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null || true
+    } | sha256sum | cut -d' ' -f1
+}
+
+# Prints the command prefix for uv (`uv`, `python -m uv` or a bootstrapped binary), or nothing.
+_rmq_find_uv() {
+    local py="$1" boot="${XDG_CACHE_HOME:-$HOME/.cache}/airflow-provider-rocketmq/uv-bootstrap"
+    if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then
+        echo "uv"; return 0
+    fi
+    if "$py" -m uv --version >/dev/null 2>&1; then
+        echo "$py -m uv"; return 0
+    fi
+    if [ -x "$boot/bin/uv" ] && "$boot/bin/uv" --version >/dev/null 2>&1; then
+        echo "$boot/bin/uv"; return 0
+    fi
+    _rmq_log "bootstrapping uv into $boot"
+    if "$py" -m pip install --quiet --disable-pip-version-check --target "$boot" uv >/dev/null 2>&1 &&
+       [ -x "$boot/bin/uv" ]; then
+        echo "$boot/bin/uv"; return 0
+    fi
+    return 1  # caller falls back to plain pip
+}
+
+_rmq_ensure_java() {
+    if command -v java >/dev/null 2>&1; then
+        return 0
+    fi
+    _rmq_log "java not found; installing openjdk-17-jre-headless (Spark needs a JVM)"
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        command -v sudo >/dev/null 2>&1 && sudo="sudo -n" || { _rmq_die "java missing and not root: install a JDK/JRE 17"; return 1; }
+    fi
+    command -v apt-get >/dev/null 2>&1 || { _rmq_die "java missing and no apt-get: install a JDK/JRE 17"; return 1; }
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq </dev/null >&2 &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+            openjdk-17-jre-headless </dev/null >&2 ||
+        { _rmq_die "apt-get could not install openjdk-17-jre-headless"; return 1; }
+}
+
+_rmq_install() {
+    local py uv pyspark_ver
+    py="$(_rmq_pick_python)" || { _rmq_die "need python3.10+ (set ROCKETMQ_PYTHON)"; return 1; }
+    uv="$(_rmq_find_uv "$py")" || uv=""
+    if [ ! -x "${_rmq_venv}/bin/python" ]; then
+        _rmq_log "creating ${_rmq_venv} with $py"
+        if [ -n "$uv" ]; then
+            # --seed puts pip in the venv too, so the pip fallback works later on
+            $uv venv --quiet --seed --python "$py" "${_rmq_venv}" >&2 || return 1
+        else
+            "$py" -m venv "${_rmq_venv}" >&2 || { _rmq_die "python -m venv failed (Debian: apt-get install python3-venv)"; return 1; }
+        fi
+    fi
+    cd "${_rmq_root}" || return 1
+    _rmq_log "installing the project with ${_rmq_extras} (${uv:-pip})"
+    if [ -n "$uv" ]; then
+        $uv pip install --quiet --python "${_rmq_venv}/bin/python" -e "${_rmq_extras}" >&2 || return 1
+    else
+        "${_rmq_venv}/bin/python" -m pip install --quiet --disable-pip-version-check -e "${_rmq_extras}" >&2 || return 1
+    fi
+    # the pyspark-client trap (see the header): restore the full pyspark, same version
+    pyspark_ver="$("${_rmq_venv}/bin/python" -c 'import importlib.metadata as m; print(m.version("pyspark"))')" ||
+        { _rmq_die "pyspark is not installed"; return 1; }
+    _rmq_log "reinstalling pyspark==${pyspark_ver} last"
+    if [ -n "$uv" ]; then
+        $uv pip install --quiet --python "${_rmq_venv}/bin/python" --reinstall-package pyspark \
+            --no-deps "pyspark==${pyspark_ver}" >&2 || return 1
+    else
+        "${_rmq_venv}/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
+            --no-deps "pyspark==${pyspark_ver}" >&2 || return 1
+    fi
+}
+
+_rmq_setup() {
+    local stamp_file="${_rmq_venv}/.rocketmq-env-stamp" want have="" lock_fd
+    if [ "${ROCKETMQ_ENV_NO_INSTALL:-0}" != 1 ]; then
+        _rmq_ensure_java || return 1
+        # one installer at a time when several shells source this together (lock kept out of the tree)
+        if command -v flock >/dev/null 2>&1; then
+            exec {lock_fd}>"${TMPDIR:-/tmp}/rocketmq-env-$(printf %s "${_rmq_root}" | sha256sum | cut -c1-16).lock"
+            flock "$lock_fd"
+        fi
+        want="$(_rmq_stamp_value)"
+        [ -f "$stamp_file" ] && have="$(cat "$stamp_file")"
+        if [ "$want" != "$have" ] || [ "${ROCKETMQ_ENV_FORCE:-0}" = 1 ] || [ ! -x "${_rmq_venv}/bin/python" ]; then
+            local t0=$SECONDS
+            ( _rmq_install ) || { [ -n "${lock_fd:-}" ] && exec {lock_fd}>&-; _rmq_die "environment set-up failed"; return 1; }
+            _rmq_stamp_value >"$stamp_file"
+            _rmq_log "environment ready in $((SECONDS - t0)) s"
+        fi
+        [ -n "${lock_fd:-}" ] && exec {lock_fd}>&-
+    fi
+    [ -x "${_rmq_venv}/bin/python" ] || { _rmq_die "no virtual environment at ${_rmq_venv}"; return 1; }
+
+    export VIRTUAL_ENV="${_rmq_venv}"
+    case ":${PATH}:" in
+        *":${_rmq_venv}/bin:"*) ;;
+        *) export PATH="${_rmq_venv}/bin:${PATH}" ;;
+    esac
+    export PYSPARK_PYTHON="${_rmq_venv}/bin/python"
+    export PYSPARK_DRIVER_PYTHON="${_rmq_venv}/bin/python"
+    SPARK_HOME="$("${_rmq_venv}/bin/python" -c 'import os, pyspark; print(os.path.dirname(os.path.realpath(pyspark.__file__)))')" ||
+        { _rmq_die "pyspark not importable from ${_rmq_venv}"; return 1; }
+    export SPARK_HOME
+    [ -x "${SPARK_HOME}/bin/spark-class" ] && [ -d "${SPARK_HOME}/jars" ] ||
+        _rmq_log "warning: ${SPARK_HOME} lacks bin/spark-class or jars/ (pyspark-client overwrote pyspark?); rerun with ROCKETMQ_ENV_FORCE=1"
+    if [ -z "${JAVA_HOME:-}" ] && command -v java >/dev/null 2>&1; then
+        JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"
+        export JAVA_HOME
+    fi
+    # protocol vectors live outside the repo (../shared); a clone elsewhere falls back to /work/shared
+    if [ -z "${ROCKETMQ_VECTORS_DIR:-}" ]; then
+        local d="${_rmq_root}"
+        while [ "$d" != "/" ]; do
+            if [ -d "$d/shared/protocol/vectors" ]; then ROCKETMQ_VECTORS_DIR="$d/shared/protocol/vectors"; break; fi
+            d="$(dirname "$d")"
+        done
+        [ -z "${ROCKETMQ_VECTORS_DIR:-}" ] && [ -d /work/shared/protocol/vectors ] &&
+            ROCKETMQ_VECTORS_DIR=/work/shared/protocol/vectors
+        [ -n "${ROCKETMQ_VECTORS_DIR:-}" ] && export ROCKETMQ_VECTORS_DIR
+    fi
+    return 0
+}
+
+_rmq_setup

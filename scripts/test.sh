@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the whole test suite (unit/component tests and the integration suite against the
+# embedded broker). Creates/reuses .venv through scripts/_env.sh. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/_env.sh
+source scripts/_env.sh || exit 1
+
+# the integration suite talks to the in-process embedded broker unless a real one is named
+export ROCKETMQ_EMBEDDED="${ROCKETMQ_EMBEDDED:-1}"
+export PYTHONDONTWRITEBYTECODE=1
+
+paths=(tests)
+[ -d integration ] && paths+=(integration)
+
+start=$SECONDS
+set +e
+python -m pytest "${paths[@]}" -p no:cacheprovider --timeout="${ROCKETMQ_TEST_TIMEOUT:-300}" \
+    -q -rfEs --durations=15 "$@" </dev/null
+rc=$?
+set -e
+elapsed=$((SECONDS - start))
+if [ "$rc" -eq 5 ]; then
+    echo "test.sh: FAILED: pytest collected no tests" >&2
+    exit 1
+fi
+echo "test.sh: pytest exit code ${rc} after ${elapsed} s"
+exit "$rc"
