@@ -317,12 +317,13 @@ def _verify_file(full: Path, fe: FileEntry, f: str, where: Any) -> None:
         raise ManifestError(f + ".sha256", f"{fe.path} checksum mismatch (file {digest[:12]}..., "
                             f"manifest {fe.sha256[:12]}...)", path=where)
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         return  # the checksum already pins the content; the row count is the writer's bookkeeping
     try:
         rows = pq.read_metadata(full).num_rows
-    except Exception as exc:  # pyarrow raises ArrowInvalid and friends for non-Parquet bytes
+    except (pa.ArrowException, OSError) as exc:  # ArrowInvalid and friends for non-Parquet bytes
         raise ManifestError(f + ".path", f"{fe.path} is not a readable Parquet file ({exc})",
                             path=where) from None
     if rows != fe.rows:

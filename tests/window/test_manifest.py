@@ -110,7 +110,7 @@ def test_truncated_and_missing_files(tmp_path: Path) -> None:
 
 
 def test_row_count_must_match_parquet(tmp_path: Path) -> None:
-    path, m = _window(tmp_path)
+    path, _ = _window(tmp_path)
     data = json.loads(path.read_text())
     data["files"][0]["rows"] = 4
     data["messages"] = 4
