@@ -212,7 +212,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
             value = predicate()
             if value:
                 return value
-        except Exception as exc:  # the broker may be restarting: keep polling until the deadline
+        except Exception as exc:  # noqa: BLE001 - the broker may be restarting: keep polling until the deadline
             last_error = exc
         if time.monotonic() > deadline:
             suffix = f" (last error: {last_error!r})" if last_error else ""

@@ -17,6 +17,7 @@ function that talks to Docker (imported lazily so the module loads without it).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -24,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
+
+log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE_TAG = "4.9.7"
 # Documented alternative: the 5.x broker still serves the 4.x remoting protocol on 10911.
@@ -233,15 +236,16 @@ class RunningRocketMQ:
             time.sleep(0.5)
 
     def stop(self) -> None:
+        # best effort: the Ryuk reaper removes whatever is left
         for c in (self.broker, self.namesrv):
             try:
                 c.stop()
-            except Exception:  # best effort: the Ryuk reaper removes leftovers
-                pass
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not remove the %s container: %s", c.image, exc)
         try:
             self.network.remove()
-        except Exception:
-            pass
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not remove the test network: %s", exc)
 
 
 def _to_container(spec: ContainerSpec, network: Any) -> Any:

@@ -5,11 +5,14 @@ Consumption is awaited on a condition variable that listeners notify, never by s
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from airflow_provider_rocketmq.client import (
@@ -26,6 +29,7 @@ from airflow_provider_rocketmq.client import (
 
 from .backends import IntegrationCluster
 
+REPO = Path(__file__).resolve().parent.parent
 SEQ = "it_seq"  # user property carrying a message's sequence number in its test
 
 
@@ -97,19 +101,19 @@ class Collector:
 
 def consumer_config(cluster: IntegrationCluster, **overrides: Any) -> ConsumerConfig:
     """A consumer config tuned for tests: starts at the first offset, rebalances and persists fast."""
-    values: dict[str, Any] = dict(
-        namesrv_addr=cluster.namesrv_addr,
-        instance_name=f"it_{uuid.uuid4().hex[:10]}",
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        consume_thread_min=4,
-        consume_thread_max=4,
-        rebalance_interval=2.0,
-        heartbeat_broker_interval=2.0,
-        persist_consumer_offset_interval=1.0,
-        poll_name_server_interval=5.0,
-        pull_time_delay_when_exception=0.5,
-        await_termination_when_shutdown=5.0,
-    )
+    values: dict[str, Any] = {
+        "namesrv_addr": cluster.namesrv_addr,
+        "instance_name": f"it_{uuid.uuid4().hex[:10]}",
+        "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        "consume_thread_min": 4,
+        "consume_thread_max": 4,
+        "rebalance_interval": 2.0,
+        "heartbeat_broker_interval": 2.0,
+        "persist_consumer_offset_interval": 1.0,
+        "poll_name_server_interval": 5.0,
+        "pull_time_delay_when_exception": 0.5,
+        "await_termination_when_shutdown": 5.0,
+    }
     values.update(overrides)
     return ConsumerConfig(**values)
 
@@ -153,3 +157,10 @@ def broker_offsets_caught_up(cluster: IntegrationCluster, group: str, topic: str
     """True when the broker's committed offset of every queue equals the queue's max offset."""
     hw = cluster.admin.high_water_marks(topic)
     return all(cluster.admin.committed_offset(group, mq) == end for mq, end in hw.items())
+
+
+def run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run the ``rocketmq-airflow`` command line from source in a subprocess."""
+    code = "import sys; from airflow_provider_rocketmq.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, check=False)

@@ -70,7 +70,7 @@ def test_suite_without_any_backend_reports_skipped(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
          str(REPO / "integration" / "test_roundtrip.py")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

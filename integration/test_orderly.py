@@ -1,0 +1,113 @@
+"""Orderly consumption: per-queue order, one consumer per queue, broker-side locks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+from airflow_provider_rocketmq.client import (
+    ClientConfig,
+    MessageExt,
+    MessageQueue,
+    OrderlyStatus,
+    PushConsumer,
+)
+from airflow_provider_rocketmq.client.mqclient import MQClient
+from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+
+from .backends import IntegrationCluster, wait_until
+from .helpers import SEQ, Collector, assigned_map, is_partition, make_message, start_consumer
+
+TIMEOUT = 60.0
+ORDERS = 8
+STEPS = 25
+SUSPEND_AT = (3, 5)  # (order, step) answered SUSPEND_CURRENT_QUEUE_A_MOMENT once
+
+
+async def _lock_probe(namesrv: str, group: str, queues: list[MessageQueue]) -> set[MessageQueue]:
+    """Ask the broker for the locks of ``queues`` as an outsider client of ``group``.
+
+    Returns the queues the broker granted (and releases them again at once).
+    """
+    client = MQClient(ClientConfig(namesrv_addr=namesrv, instance_name="it_lock_probe"))
+    await client.start()
+    try:
+        addr = await client.master_addr(queues[0])
+        mq_set = [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id} for q in queues]
+        body = json.dumps({"consumerGroup": group, "clientId": client.client_id, "mqSet": mq_set}).encode()
+        resp = await client.invoke_ok(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, body))
+        granted = json.loads(resp.body or b"{}").get("lockOKMQSet") or []
+        got = {MessageQueue(g["topic"], g["brokerName"], int(g["queueId"])) for g in granted}
+        if got:
+            unlock = json.dumps({"consumerGroup": group, "clientId": client.client_id,
+                                 "mqSet": [m for m in mq_set if MessageQueue(m["topic"], m["brokerName"],
+                                                                            m["queueId"]) in got]}).encode()
+            await client.invoke(addr, RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, {}, unlock))
+        return got
+    finally:
+        await client.close()
+
+
+def test_orderly_consumption_keeps_order_under_broker_locks(cluster: IntegrationCluster) -> None:
+    topic = cluster.new_topic("orderly", queues=4)
+    group = cluster.new_group("orderly")
+    all_queues = cluster.queues(topic)
+    collector = Collector()  # successful consumptions only, in consumption order
+    suspended: list[int] = []
+    guard = threading.Lock()
+
+    def orderly_listener(name: str) -> Any:
+        def on_messages(msgs: list[MessageExt], ctx: Any) -> OrderlyStatus:
+            for m in msgs:
+                seq = int(m.properties[SEQ])
+                with guard:
+                    if divmod(seq, 1000) == SUSPEND_AT and not suspended:
+                        suspended.append(seq)
+                        return OrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            collector.add(name, msgs)
+            return OrderlyStatus.SUCCESS
+
+        return on_messages
+
+    consumers: dict[str, PushConsumer] = {}
+    try:
+        for name in ("a", "b"):
+            consumers[name] = start_consumer(cluster, group, topic, orderly_listener(name), orderly=True,
+                                             suspend_current_queue_time=0.2)
+        wait_until(lambda: is_partition(assigned_map(consumers, topic), all_queues)
+                   and all(len(qs) == 2 for qs in assigned_map(consumers, topic).values()),
+                   TIMEOUT, "4 queues split 2/2")
+        assignment = assigned_map(consumers, topic)
+
+        with cluster.producer() as producer:
+            # order o always goes to queue o % 4, steps in order
+            for step in range(STEPS):
+                for order in range(ORDERS):
+                    producer.send(make_message(topic, order * 1000 + step, keys=f"order-{order}"),
+                                  queue=all_queues[order % len(all_queues)])
+        collector.wait_for(lambda recs: len({r.seq for r in recs}) == ORDERS * STEPS, TIMEOUT,
+                           "every order step consumed")
+
+        # while both consumers run, the broker refuses the queues' locks to anybody else
+        granted = asyncio.run(_lock_probe(cluster.namesrv_addr, group, all_queues))
+        assert granted == set(), f"broker granted locks held by running orderly consumers: {granted}"
+    finally:
+        for c in consumers.values():
+            c.shutdown()
+
+    records = collector.snapshot()
+    assert suspended == [SUSPEND_AT[0] * 1000 + SUSPEND_AT[1]]
+    for order in range(ORDERS):
+        steps = [r.seq % 1000 for r in records if r.seq // 1000 == order]
+        assert steps == list(range(STEPS)), f"order {order} consumed out of order: {steps}"
+        owners = {r.consumer for r in records if r.seq // 1000 == order}
+        assert len(owners) == 1
+        queue = all_queues[order % len(all_queues)]
+        assert queue in assignment[owners.pop()]
+
+    # after shutdown (UNLOCK_BATCH_MQ) the locks are free again
+    wait_until(lambda: asyncio.run(_lock_probe(cluster.namesrv_addr, group, all_queues)) == set(all_queues),
+               TIMEOUT, "queue locks released after shutdown")

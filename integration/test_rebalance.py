@@ -1,0 +1,85 @@
+"""Client-side rebalancing against the broker's view of the group."""
+
+from __future__ import annotations
+
+from airflow_provider_rocketmq.client import PushConsumer
+
+from .backends import IntegrationCluster, wait_until
+from .helpers import (
+    Collector,
+    assigned_map,
+    broker_offsets_caught_up,
+    is_partition,
+    produce,
+    start_consumer,
+)
+
+TIMEOUT = 60.0
+
+
+def test_sixteen_queues_over_three_consumers(cluster: IntegrationCluster) -> None:
+    topic = cluster.new_topic("alloc", queues=16)
+    group = cluster.new_group("alloc")
+    all_queues = cluster.queues(topic)
+    collector = Collector()
+    consumers: dict[str, PushConsumer] = {}
+    try:
+        for name in ("c1", "c2", "c3"):
+            consumers[name] = start_consumer(cluster, group, topic, collector.listener(name))
+        wait_until(lambda: len(cluster.admin.consumer_ids(group)) == 3, TIMEOUT, "3 consumers registered")
+        wait_until(lambda: is_partition(assigned_map(consumers, topic), all_queues), TIMEOUT,
+                   "16 queues split between 3 consumers")
+        assignment = assigned_map(consumers, topic)
+        # AllocateMessageQueueAveragely: contiguous blocks of 6, 5 and 5 queues in queue order
+        blocks = sorted((sorted(q.queue_id for q in qs) for qs in assignment.values()), key=lambda b: b[0])
+        assert blocks == [list(range(6)), list(range(6, 11)), list(range(11, 16))]
+
+        with cluster.producer() as producer:
+            results = produce(producer, topic, range(160))
+        assert {r.queue.queue_id for r in results} == set(range(16))
+        collector.wait_for_seqs(range(160), TIMEOUT)
+    finally:
+        for c in consumers.values():
+            c.shutdown()
+
+    # every message went to the consumer that owned its queue, and only once
+    records = collector.snapshot()
+    assert sorted(r.seq for r in records) == list(range(160))
+    for r in records:
+        assert r.queue in assignment[r.consumer], (r.consumer, r.queue)
+    wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT, "offsets committed")
+
+
+def test_rebalance_on_join_and_leave_loses_nothing(cluster: IntegrationCluster) -> None:
+    topic = cluster.new_topic("rebal", queues=8)
+    group = cluster.new_group("rebal")
+    all_queues = cluster.queues(topic)
+    collector = Collector()
+    consumers: dict[str, PushConsumer] = {}
+    try:
+        with cluster.producer() as producer:
+            consumers["a"] = start_consumer(cluster, group, topic, collector.listener("a"))
+            produce(producer, topic, range(200))
+            collector.wait_for(lambda recs: len(recs) >= 20, TIMEOUT, "first consumer consuming")
+
+            # join: b takes half of the queues, a gives them up
+            consumers["b"] = start_consumer(cluster, group, topic, collector.listener("b"))
+            wait_until(lambda: is_partition(assigned_map(consumers, topic), all_queues)
+                       and all(len(qs) == 4 for qs in assigned_map(consumers, topic).values()),
+                       TIMEOUT, "8 queues split 4/4 after the join")
+            produce(producer, topic, range(200, 400))
+            collector.wait_for_seqs(range(400), TIMEOUT)
+            assert collector.seqs("b"), "the joining consumer never consumed"
+
+            # leave: a shuts down cleanly, b takes every queue
+            consumers.pop("a").shutdown()
+            wait_until(lambda: assigned_map(consumers, topic)["b"] == frozenset(all_queues), TIMEOUT,
+                       "all queues on the remaining consumer")
+            produce(producer, topic, range(400, 600))
+            collector.wait_for_seqs(range(400, 600), TIMEOUT, consumer="b")
+    finally:
+        for c in consumers.values():
+            c.shutdown()
+
+    assert collector.seqs() == set(range(600))
+    wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT, "offsets committed")
