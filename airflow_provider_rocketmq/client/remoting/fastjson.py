@@ -121,6 +121,8 @@ def loads(data: bytes | str) -> Any:
         return _loads(text)
     except ValueError:
         pass
+    except RecursionError:  # absurdly deep nesting: not a body any broker sends
+        raise ProtocolError("JSON body nests too deeply") from None
     try:
         return _loads(normalize(text))
     except (ValueError, RecursionError) as exc:
