@@ -23,6 +23,7 @@ class ScriptedPeer:
         self.received: list[RemotingCommand] = []
         self.connections: list[RemotingProtocol] = []
         self.connected = asyncio.Event()
+        self._arrivals = asyncio.Condition()
         self._server: asyncio.base_events.Server | None = None
         self.port = 0
         for code, h in (handlers or {}).items():
@@ -31,6 +32,8 @@ class ScriptedPeer:
     def on(self, code: int, handler: PeerHandler) -> None:
         async def recording(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
             self.received.append(cmd)
+            async with self._arrivals:
+                self._arrivals.notify_all()
             return await handler(conn, cmd)
         self.handlers[code] = recording
 
@@ -40,6 +43,13 @@ class ScriptedPeer:
         async def h(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
             return cmd.make_response(resp_code, ext, body, remark)
         self.on(code, h)
+
+    async def wait_received(self, n: int, timeout: float = 10.0) -> None:
+        """Wait until the peer has seen ``n`` requests in total."""
+        async def until() -> None:
+            async with self._arrivals:
+                await self._arrivals.wait_for(lambda: len(self.received) >= n)
+        await asyncio.wait_for(until(), timeout)
 
     @property
     def addr(self) -> str:

@@ -1,0 +1,256 @@
+"""Remoting connection behaviour over real sockets on 127.0.0.1 against a scripted peer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from airflow_provider_rocketmq.client.errors import (
+    ConnectionClosedError,
+    ProtocolError,
+    RequestTimeoutError,
+)
+from airflow_provider_rocketmq.client.remoting.acl import AclHook
+from airflow_provider_rocketmq.client.remoting.command import SERIALIZE_ROCKETMQ, RemotingCommand
+from airflow_provider_rocketmq.client.remoting.connection import (
+    ConnectionPool,
+    RemotingProtocol,
+    open_connection,
+)
+
+from .peer import ScriptedPeer
+
+ECHO = 30
+
+
+async def _echo_peer(gates: dict[str, asyncio.Event] | None = None) -> ScriptedPeer:
+    peer = ScriptedPeer()
+
+    async def echo(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        if gates is not None:
+            await gates[cmd.ext["id"]].wait()
+        return cmd.make_response(0, {"id": cmd.ext["id"]})
+
+    peer.on(ECHO, echo)
+    return await peer.start()
+
+
+async def test_concurrent_requests_answered_out_of_order_are_matched_by_opaque() -> None:
+    ids = [str(i) for i in range(8)]
+    gates = {i: asyncio.Event() for i in ids}
+    peer = await _echo_peer(gates)
+    conn = await open_connection(peer.addr)
+    try:
+        tasks = [asyncio.create_task(conn.request(RemotingCommand.request(ECHO, {"id": i}), 10))
+                 for i in ids]
+        await peer.wait_received(len(ids))  # every request is parked at the peer
+        done_order = []
+        for i in reversed(ids):  # answer newest first
+            gates[i].set()
+            resp = await tasks[int(i)]
+            done_order.append(resp.ext["id"])
+            assert resp.opaque == next(c.opaque for c in peer.received if c.ext["id"] == i)
+        assert done_order == list(reversed(ids))
+        assert len({c.opaque for c in peer.received}) == len(ids)
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_request_timeout_then_connection_still_usable() -> None:
+    never = asyncio.Event()
+    gates = {"slow": never, "fast": asyncio.Event()}
+    gates["fast"].set()
+    peer = await _echo_peer(gates)
+    conn = await open_connection(peer.addr)
+    try:
+        with pytest.raises(RequestTimeoutError, match="code 30"):
+            await conn.request(RemotingCommand.request(ECHO, {"id": "slow"}), 0.2)
+        never.set()  # the late answer for the timed-out opaque is dropped quietly
+        resp = await conn.request(RemotingCommand.request(ECHO, {"id": "fast"}), 5)
+        assert resp.ext == {"id": "fast"}
+        assert not conn.is_closed
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_oneway_is_delivered_and_never_answered() -> None:
+    peer = await _echo_peer()
+    got = asyncio.Event()
+    replies: list[RemotingCommand] = []
+
+    async def note(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        got.set()
+        return cmd.make_response(0, {"should": "not be sent"})
+
+    peer.on(15, note)
+    conn = await open_connection(peer.addr)
+    original = conn.data_received
+
+    def spy(data: bytes) -> None:  # record every frame the client receives
+        from airflow_provider_rocketmq.client.remoting.command import FrameDecoder
+        replies.extend(FrameDecoder().feed(data))
+        original(data)
+
+    conn.data_received = spy  # type: ignore[method-assign]
+    try:
+        conn.oneway(RemotingCommand.request(15, {"commitOffset": 3}))
+        await asyncio.wait_for(got.wait(), 5)
+        assert peer.received[-1].is_oneway and peer.received[-1].ext["commitOffset"] == "3"
+        # a request sent after the oneway is answered, and it is the only frame that came back
+        resp = await conn.request(RemotingCommand.request(ECHO, {"id": "after"}), 5)
+        assert resp.ext == {"id": "after"}
+        assert [r.ext.get("id") for r in replies] == ["after"]
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_server_initiated_request_answered_by_registered_handler() -> None:
+    peer = await _echo_peer()
+
+    async def running_info(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.make_response(0, {"group": cmd.ext["consumerGroup"]}, b'{"ok":true}',
+                                 language="PYTHON")
+
+    conn = await open_connection(peer.addr, handlers={307: running_info})
+    try:
+        await asyncio.wait_for(peer.connected.wait(), 5)
+        server_side = peer.connections[-1]
+        resp = await server_side.request(RemotingCommand.request(307, {"consumerGroup": "g"}), 5)
+        assert (resp.code, resp.ext, resp.body, resp.language) == (0, {"group": "g"}, b'{"ok":true}',
+                                                                   "PYTHON")
+        unknown = await server_side.request(RemotingCommand.request(9999), 5)
+        assert unknown.code == 3 and "9999" in (unknown.remark or "")
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_failing_handler_answers_system_error() -> None:
+    peer = await _echo_peer()
+
+    async def broken(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("boom")
+
+    conn = await open_connection(peer.addr, handlers={309: broken})
+    try:
+        await asyncio.wait_for(peer.connected.wait(), 5)
+        resp = await peer.connections[-1].request(RemotingCommand.request(309), 5)
+        assert resp.code == 1 and "boom" in (resp.remark or "")
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_peer_closing_mid_request_fails_pending_futures() -> None:
+    peer = ScriptedPeer()
+    arrived = asyncio.Event()
+
+    async def hang_then_die(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
+        arrived.set()
+        await asyncio.Event().wait()  # cancelled when the connection drops
+
+    peer.on(11, hang_then_die)
+    await peer.start()
+    conn = await open_connection(peer.addr)
+    try:
+        pending = [asyncio.create_task(conn.request(RemotingCommand.request(11, {"n": n}), 30))
+                   for n in range(3)]
+        await asyncio.wait_for(arrived.wait(), 5)
+        await peer.drop_connections()
+        for t in pending:
+            with pytest.raises(ConnectionClosedError):
+                await asyncio.wait_for(t, 5)
+        assert conn.is_closed
+        with pytest.raises(ConnectionClosedError):
+            await conn.request(RemotingCommand.request(11), 1)
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_our_close_fails_pending_futures() -> None:
+    peer = ScriptedPeer()
+    arrived = asyncio.Event()
+
+    async def hang(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
+        arrived.set()
+        await asyncio.Event().wait()
+
+    peer.on(11, hang)
+    await peer.start()
+    conn = await open_connection(peer.addr)
+    task = asyncio.create_task(conn.request(RemotingCommand.request(11), 30))
+    await asyncio.wait_for(arrived.wait(), 5)
+    await conn.close()
+    await conn.close()  # idempotent
+    with pytest.raises(ConnectionClosedError):
+        await task
+    await peer.stop()
+
+
+async def test_garbage_from_peer_closes_with_protocol_cause() -> None:
+    peer = ScriptedPeer()
+    arrived = asyncio.Event()
+
+    async def garbage(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
+        assert conn.transport is not None
+        conn.transport.write(b"\x00\x00\x00\x06\x07\x00\x00\x00zz")  # serialize type 7
+        arrived.set()
+        return None
+
+    peer.on(11, garbage)
+    await peer.start()
+    conn = await open_connection(peer.addr)
+    try:
+        with pytest.raises(ConnectionClosedError) as info:
+            await conn.request(RemotingCommand.request(11), 10)
+        assert isinstance(info.value.__cause__, ProtocolError)
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_binary_header_request_gets_binary_response() -> None:
+    peer = await _echo_peer()
+    conn = await open_connection(peer.addr)
+    try:
+        cmd = RemotingCommand.request(ECHO, {"id": "bin"})
+        cmd.serialize_type = SERIALIZE_ROCKETMQ
+        resp = await conn.request(cmd, 5)
+        assert resp.serialize_type == SERIALIZE_ROCKETMQ and resp.ext == {"id": "bin"}
+        assert peer.received[-1].language == "PYTHON"
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_pool_reconnects_after_peer_drop_and_signs_requests() -> None:
+    peer = await _echo_peer()
+    pool = ConnectionPool(rpc_hook=AclHook("ak", "sk"))
+    try:
+        first = await pool.get(peer.addr)
+        assert (await pool.request(peer.addr, RemotingCommand.request(ECHO, {"id": "1"}), 5)).ext["id"] == "1"
+        await peer.drop_connections()
+        await first.wait_closed()
+        resp = await pool.request(peer.addr, RemotingCommand.request(ECHO, {"id": "2"}), 5)
+        assert resp.ext["id"] == "2"
+        assert (await pool.get(peer.addr)) is not first
+        assert all(c.ext.get("AccessKey") == "ak" and "Signature" in c.ext for c in peer.received)
+        assert len(peer.connections) == 1  # the dropped one was forgotten, one new connection
+    finally:
+        await pool.close()
+        await peer.stop()
+    with pytest.raises(ConnectionClosedError):
+        await pool.get(peer.addr)
+
+
+async def test_connect_refused_is_typed() -> None:
+    peer = await ScriptedPeer().start()
+    addr = peer.addr
+    await peer.stop()
+    with pytest.raises(ConnectionClosedError, match="cannot connect"):
+        await open_connection(addr, timeout=2)
