@@ -1,0 +1,94 @@
+"""Provider metadata read by Airflow's ProvidersManager (entry point ``apache_airflow_provider``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_CONN_FIELDS: dict[str, Any] = {
+    "namesrv": {
+        "label": "Name servers (alternative to Host)",
+        "description": "host:port[;host:port...]; wins over Host when both are set.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "namespace": {
+        "label": "Namespace",
+        "description": "Resource namespace; topics and groups become <namespace>%<name>.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "tls": {
+        "label": "Use TLS",
+        "schema": {"type": ["boolean", "null"], "default": False},
+    },
+    "request_timeout": {
+        "label": "Request timeout (seconds)",
+        "schema": {"type": ["number", "null"], "default": 3.0},
+    },
+    "security_token": {
+        "label": "Security token",
+        "description": "Optional STS token sent with ACL signatures.",
+        "schema": {"type": ["string", "null"], "format": "password"},
+    },
+    "client_options": {
+        "label": "Client options",
+        "description": "JSON object of further ClientConfig/ConsumerConfig settings, "
+        'e.g. {"instance_name": "etl", "pull_batch_size": 64}.',
+        "schema": {"type": ["object", "null"]},
+    },
+}
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-rocketmq",
+        "name": "Apache RocketMQ",
+        "description": "`Apache RocketMQ <https://rocketmq.apache.org/>`__: pure-Python push consumer, "
+        "consumer-lag sensors and bounded-window operators feeding Spark loads.\n",
+        "versions": ["0.1.0"],
+        "integrations": [
+            {
+                "integration-name": "Apache RocketMQ",
+                "external-doc-url": "https://rocketmq.apache.org/",
+                "tags": ["apache", "service"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Apache RocketMQ",
+                "python-modules": ["airflow_provider_rocketmq.hooks.rocketmq"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Apache RocketMQ",
+                "python-modules": [
+                    "airflow_provider_rocketmq.operators.window",
+                    "airflow_provider_rocketmq.operators.commit",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Apache RocketMQ",
+                "python-modules": ["airflow_provider_rocketmq.sensors.lag"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Apache RocketMQ",
+                "python-modules": ["airflow_provider_rocketmq.triggers.lag"],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_provider_rocketmq.hooks.rocketmq.RocketMQHook",
+                "hook-name": "Apache RocketMQ",
+                "connection-type": "rocketmq",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema"],
+                    "relabeling": {"host": "Name servers", "login": "Access key", "password": "Secret key"},
+                    "placeholders": {"host": "127.0.0.1:9876;127.0.0.2:9876", "port": "9876"},
+                },
+                "conn-fields": _CONN_FIELDS,
+            }
+        ],
+    }

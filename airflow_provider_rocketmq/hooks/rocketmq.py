@@ -1,0 +1,201 @@
+"""RocketMQHook: an Airflow `rocketmq` connection -> configured client objects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.hooks.connection_config import (
+    client_config_kwargs,
+    config_field_names,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+    from airflow_provider_rocketmq.client import (
+        Admin,
+        AsyncAdmin,
+        ClientConfig,
+        ConsumerConfig,
+        Producer,
+        PushConsumer,
+    )
+
+# config field -> the connection field a user has to fix (errors name what the user typed)
+_FIELD_SOURCES = {
+    "namesrv_addr": "host",
+    "access_key": "login",
+    "secret_key": "password",
+    "security_token": "extra.security_token",
+    "namespace": "extra.namespace",
+    "use_tls": "extra.tls",
+    "request_timeout": "extra.request_timeout",
+}
+
+
+class RocketMQHook(BaseHook):
+    """Build RocketMQ clients (admin, producer, push consumer) from an Airflow connection.
+
+    The connection is read and validated lazily, on first use; a bad field raises
+    `ConfigError` whose ``field`` is the connection field (``host``, ``login``,
+    ``extra.tls``, ``extra.client_options.<knob>``...). Credentials are never logged
+    and never appear in ``repr``.
+
+    :param rocketmq_conn_id: id of a connection of type ``rocketmq``.
+    """
+
+    conn_name_attr = "rocketmq_conn_id"
+    default_conn_name = "rocketmq_default"
+    conn_type = "rocketmq"
+    hook_name = "Apache RocketMQ"
+
+    def __init__(self, rocketmq_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.rocketmq_conn_id = rocketmq_conn_id
+        self._config_kwargs: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(rocketmq_conn_id={self.rocketmq_conn_id!r})"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Relabel the generic connection form for RocketMQ (same as get_provider_info)."""
+        return {
+            "hidden_fields": ["schema"],
+            "relabeling": {"host": "Name servers", "login": "Access key", "password": "Secret key"},
+            "placeholders": {"host": "127.0.0.1:9876;127.0.0.2:9876", "port": "9876"},
+        }
+
+    # -- configuration ---------------------------------------------------------------------------
+    @staticmethod
+    def config_kwargs_from_connection(conn: Connection) -> dict[str, Any]:
+        """Validated ClientConfig/ConsumerConfig keyword arguments of a connection object."""
+        from airflow_provider_rocketmq.client import ConsumerConfig
+
+        kwargs = client_config_kwargs(
+            host=conn.host,
+            port=conn.port,
+            login=conn.login,
+            password=conn.password,
+            extra=conn.extra_dejson,
+            allowed_options=config_field_names(ConsumerConfig),
+        )
+        # let the client check value ranges too (e.g. a client option of the wrong type)
+        _build(ConsumerConfig, kwargs)
+        return kwargs
+
+    def _get_config_kwargs(self) -> dict[str, Any]:
+        if self._config_kwargs is None:
+            self._config_kwargs = self.config_kwargs_from_connection(self.get_connection(self.rocketmq_conn_id))
+        return self._config_kwargs
+
+    async def _aget_config_kwargs(self) -> dict[str, Any]:
+        if self._config_kwargs is None:
+            conn = await self.aget_connection(self.rocketmq_conn_id)
+            self._config_kwargs = self.config_kwargs_from_connection(conn)
+        return self._config_kwargs
+
+    def get_client_config(self) -> ClientConfig:
+        """The connection as a validated `ClientConfig` (consumer-only options dropped)."""
+        from airflow_provider_rocketmq.client import ClientConfig
+
+        return _client_config(ClientConfig, self._get_config_kwargs())
+
+    def get_consumer_config(self, **overrides: Any) -> ConsumerConfig:
+        """The connection as a validated `ConsumerConfig`; ``overrides`` win over connection options."""
+        from airflow_provider_rocketmq.client import ConsumerConfig
+
+        kwargs = {**self._get_config_kwargs(), **overrides}
+        return _build(ConsumerConfig, kwargs, overrides=set(overrides))
+
+    # -- clients ---------------------------------------------------------------------------------
+    def get_conn(self) -> Admin:
+        """The admin client (Airflow's generic accessor)."""
+        return self.get_admin()
+
+    def get_admin(self) -> Admin:
+        """A sync `Admin` (context manager; close it when done)."""
+        config = self.get_client_config()  # a bad connection fails here, naming its field
+        from airflow_provider_rocketmq.client import Admin
+
+        return Admin(config)
+
+    def get_async_admin(self) -> AsyncAdmin:
+        """An `AsyncAdmin` for triggers (not started; ``async with`` it)."""
+        config = self.get_client_config()
+        from airflow_provider_rocketmq.client import AsyncAdmin
+
+        return AsyncAdmin(config)
+
+    async def aget_async_admin(self) -> AsyncAdmin:
+        """Like `get_async_admin` but reads the connection without blocking the event loop."""
+        from airflow_provider_rocketmq.client import AsyncAdmin, ClientConfig
+
+        return AsyncAdmin(_client_config(ClientConfig, await self._aget_config_kwargs()))
+
+    def get_producer(self, group: str = "DEFAULT_PRODUCER") -> Producer:
+        """A sync `Producer` (context manager)."""
+        config = self.get_client_config()
+        from airflow_provider_rocketmq.client import Producer
+
+        return Producer(config, group=group)
+
+    def get_consumer(
+        self,
+        group: str,
+        topic: str,
+        expression: str = "*",
+        listener: Callable[..., Any] | None = None,
+        *,
+        orderly: bool = False,
+        **overrides: Any,
+    ) -> PushConsumer:
+        """A configured, not yet started `PushConsumer` subscribed to ``topic``/``expression``.
+
+        ``overrides`` are `ConsumerConfig` fields (``consume_from_where``,
+        ``enable_offset_commit``...); they win over the connection's client options.
+        """
+        if not group or not isinstance(group, str):
+            raise ConfigError("group", "a consumer group name is required")
+        if not topic or not isinstance(topic, str):
+            raise ConfigError("topic", "a topic name is required")
+        from airflow_provider_rocketmq.client import PushConsumer
+
+        consumer = PushConsumer(group, self.get_consumer_config(**overrides))
+        consumer.subscribe(topic, expression)
+        if listener is not None:
+            consumer.register_listener(listener, orderly=orderly)
+        return consumer
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Round trip to the cluster: ask the name servers for the broker cluster."""
+        try:
+            with self.get_admin() as admin:
+                brokers = admin.broker_names()
+        except Exception as exc:  # reported to the UI/CLI, never raised
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, f"Connected: {len(brokers)} broker(s): {', '.join(sorted(brokers))}"
+
+
+def _build(config_cls: type, kwargs: dict[str, Any], overrides: set[str] | None = None) -> Any:
+    """Instantiate and validate a config, naming the connection field on error."""
+    try:
+        config = config_cls(**kwargs)
+        config.validate()  # ConsumerConfig.validate() returns None, ClientConfig's returns self
+        return config
+    except ConfigError as exc:
+        if overrides and exc.field in overrides:
+            raise
+        source = _FIELD_SOURCES.get(exc.field, f"extra.client_options.{exc.field}")
+        raise ConfigError(source, str(exc).split(": ", 1)[-1]) from None
+    except TypeError as exc:  # an option the config class does not know
+        raise ConfigError("extra.client_options", str(exc)) from None
+
+
+def _client_config(config_cls: type, kwargs: dict[str, Any]) -> Any:
+    allowed = config_field_names(config_cls)
+    return _build(config_cls, {k: v for k, v in kwargs.items() if k in allowed})

@@ -1,0 +1,1 @@
+"""Triggers of the RocketMQ provider."""

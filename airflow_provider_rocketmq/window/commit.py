@@ -1,0 +1,88 @@
+"""Commit a window's end offsets to the broker, never moving an offset backwards.
+
+Used by the window operator (``commit="after_staging"``), the commit operator
+(``"after_downstream"``) and the ``window`` CLI command. Committing is idempotent:
+a second commit of the same manifest finds every offset already there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from airflow_provider_rocketmq.client.errors import RocketMQError
+from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.window.manifest import WindowManifest, read_manifest
+
+log = logging.getLogger(__name__)
+
+
+class OffsetAdmin(Protocol):
+    """The part of `Admin` that committing needs."""
+
+    def committed_offset(self, group: str, mq: MessageQueue) -> int: ...
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> Any: ...
+
+
+def _retriable(exc: BaseException) -> bool:
+    return isinstance(exc, RocketMQError) and exc.retriable
+
+
+# reading an offset and writing an absolute offset are both idempotent, so they may be retried
+_retry = retry(
+    retry=retry_if_exception(_retriable),
+    stop=stop_after_attempt(4),
+    wait=wait_random_exponential(multiplier=0.2, max=3),
+    reraise=True,
+)
+
+
+@_retry
+def _committed(admin: OffsetAdmin, group: str, mq: MessageQueue) -> int:
+    return admin.committed_offset(group, mq)
+
+
+@_retry
+def _update(admin: OffsetAdmin, group: str, mq: MessageQueue, offset: int) -> None:
+    admin.update_consumer_offset(group, mq, offset)
+
+
+def commit_offsets(admin: OffsetAdmin, group: str, ends: Iterable[tuple[MessageQueue, int]]) -> dict[str, int]:
+    """Set ``group``'s offset of each queue to ``end`` unless the broker already holds one at/after it.
+
+    Returns ``{str(mq): offset}`` for the queues actually moved.
+    """
+    moved: dict[str, int] = {}
+    for mq, end in ends:
+        current = _committed(admin, group, mq)
+        if end <= current:
+            continue
+        _update(admin, group, mq, end)
+        moved[str(mq)] = end
+        log.info("committed %s offset %d -> %d for group %s", mq, current, end, group)
+    return moved
+
+
+def manifest_ends(manifest: WindowManifest) -> list[tuple[MessageQueue, int]]:
+    return [(MessageQueue(manifest.topic, q.broker, q.queue_id), q.end_offset) for q in manifest.queues]
+
+
+def commit_manifest(admin: OffsetAdmin, manifest: WindowManifest) -> dict[str, int]:
+    """Commit one manifest's end offsets for its consumer group (never backwards)."""
+    return commit_offsets(admin, manifest.consumer_group, manifest_ends(manifest))
+
+
+def commit_manifest_files(admin: OffsetAdmin, paths: Iterable[str | os.PathLike[str]]) -> dict[str, int]:
+    """Read (and verify) each manifest, then commit them all; every manifest is checked first,
+    so a corrupt one commits nothing."""
+    manifests = [read_manifest(p, verify_files=False) for p in paths]
+    moved: dict[str, int] = {}
+    for manifest in manifests:
+        for key, offset in commit_manifest(admin, manifest).items():
+            moved[f"{manifest.consumer_group}:{key}"] = offset
+    return moved

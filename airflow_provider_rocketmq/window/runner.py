@@ -1,0 +1,305 @@
+"""Consume one bounded window with a push consumer and stage it durably (no Airflow imports).
+
+Steps (ARCHITECTURE.md, "Bounded windows and hand-off"):
+
+1. snapshot the high-water mark (max offset) of every queue of the topic;
+2. run a push consumer of the group (``enable_offset_commit=False``) until every
+   queue it owns reached its mark, or a bound (messages, bytes, duration) is hit;
+3. shut the consumer down, write Parquet files and the manifest durably;
+4. optionally commit the manifest's end offsets (never backwards).
+
+A re-run with the same staging directory finds the manifest already written and
+returns it (committing again if asked), so retrying a task neither loses nor
+duplicates a window.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumeStatus
+from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.message import MessageExt
+from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.window.collector import QueueKey, QueueSlice, WindowCollector, parse_tag_expression
+from airflow_provider_rocketmq.window.commit import OffsetAdmin, commit_manifest
+from airflow_provider_rocketmq.window.manifest import (
+    MANIFEST_NAME,
+    FileEntry,
+    QueueRange,
+    WindowManifest,
+    new_window_id,
+    read_manifest,
+    staged_row,
+    write_manifest,
+    write_parquet_file,
+)
+
+log = logging.getLogger(__name__)
+
+RETRY_PREFIX = "%RETRY%"
+_RECHECK_STALLED = 2.0  # seconds between re-reads of the start offset of a queue that does not progress
+
+
+class WindowAdmin(OffsetAdmin, Protocol):
+    """The part of `Admin` a window needs."""
+
+    def high_water_marks(self, topic: str) -> dict[MessageQueue, int]: ...
+
+    def min_offset(self, mq: MessageQueue) -> int: ...
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
+
+
+Listener = Callable[[list[MessageExt], Any], ConsumeStatus]
+ConsumerFactory = Callable[[Listener], Any]  # returns a subscribed, not started PushConsumer
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """What to consume and where to stage it.
+
+    ``commit``: commit the end offsets once staged (``after_staging``); otherwise the
+    caller commits later from the manifest. ``assignment_timeout`` bounds the wait for
+    the first rebalance (a member that gets no queue stages an empty window).
+    """
+
+    topic: str
+    consumer_group: str
+    staging_dir: str
+    window_id: str | None = None
+    expression: str = "*"
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    max_duration: float | None = None
+    commit: bool = True
+    reuse_existing: bool = True
+    rows_per_file: int = 100_000
+    assignment_timeout: float = 60.0
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    consume_timestamp_ms: int | None = None
+
+    def validate(self) -> None:
+        for name in ("topic", "consumer_group", "staging_dir"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(name, "must be a non-empty string")
+        parse_tag_expression(self.expression)
+        for name in ("max_messages", "max_bytes", "rows_per_file"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        for name in ("max_duration", "assignment_timeout"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value > 0):
+                raise ConfigError(name, f"must be a positive number of seconds, got {value!r}")
+        if self.window_id is not None and (not self.window_id or "/" in self.window_id
+                                           or self.window_id in (".", "..")):
+            raise ConfigError("window_id", f"{self.window_id!r} is not usable as a directory name")
+        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and self.consume_timestamp_ms is None:
+            raise ConfigError("consume_timestamp_ms", "needed with CONSUME_FROM_TIMESTAMP")
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    manifest: str
+    messages: int
+    bytes: int
+    window_id: str
+    reused: bool = False
+    committed: dict[str, int] | None = None
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {"manifest": self.manifest, "messages": self.messages, "bytes": self.bytes}
+
+
+def run_window(
+    spec: WindowSpec,
+    admin: WindowAdmin,
+    consumer_factory: ConsumerFactory,
+    *,
+    namesrv: str = "",
+) -> WindowResult:
+    """Consume, stage and (per ``spec.commit``) commit one window; see the module docstring."""
+    spec.validate()
+    staging = Path(spec.staging_dir)
+    manifest_path = staging / MANIFEST_NAME
+    if spec.reuse_existing and manifest_path.exists():
+        manifest = read_manifest(manifest_path, verify_files=True)
+        log.info("window %s already staged at %s (%d messages): reusing it", manifest.window_id,
+                 manifest_path, manifest.messages)
+        committed = commit_manifest(admin, manifest) if spec.commit else None
+        return WindowResult(str(manifest_path), manifest.messages, manifest.bytes, manifest.window_id,
+                            reused=True, committed=committed)
+
+    window_id = spec.window_id or new_window_id()
+    hwm_by_mq = admin.high_water_marks(spec.topic)
+    queues = {(mq.broker_name, mq.queue_id): mq for mq in hwm_by_mq}
+    log.info("window %s: high-water marks of %s: %s", window_id, spec.topic,
+             {str(mq): off for mq, off in sorted(hwm_by_mq.items())})
+    collector = WindowCollector(
+        {(mq.broker_name, mq.queue_id): off for mq, off in hwm_by_mq.items()},
+        tags=parse_tag_expression(spec.expression),
+        max_messages=spec.max_messages,
+        max_bytes=spec.max_bytes,
+    )
+    _consume(spec, admin, consumer_factory, collector, queues)
+    slices = collector.take()
+    manifest = _stage(spec, window_id, slices, namesrv)
+    path = write_manifest(manifest, manifest_path)
+    log.info("window %s staged: %d messages, %d bytes, %d files -> %s", window_id, manifest.messages,
+             manifest.bytes, len(manifest.files), path)
+    committed = commit_manifest(admin, manifest) if spec.commit else None
+    return WindowResult(str(path), manifest.messages, manifest.bytes, window_id, committed=committed)
+
+
+# -- consuming ---------------------------------------------------------------------------------------
+
+class _Assignment:
+    """What the consumer's rebalance told us about the window topic."""
+
+    def __init__(self, collector: WindowCollector) -> None:
+        self.seen = False
+        self.collector = collector
+
+    def __call__(self, topic: str, mq_all: Any, mq_divided: Any) -> None:
+        if not topic.startswith(RETRY_PREFIX):
+            self.seen = True
+            self.collector.notify()
+
+
+def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFactory,
+             collector: WindowCollector, queues: dict[QueueKey, MessageQueue]) -> None:
+    def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
+        mq = getattr(ctx, "message_queue", None)
+        if mq is not None:
+            if mq.topic.startswith(RETRY_PREFIX):
+                return ConsumeStatus.CONSUME_SUCCESS  # redeliveries of older windows are not ours
+            for m in msgs:
+                if not m.broker_name:
+                    m.broker_name = mq.broker_name
+        collector.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    if not queues:
+        return  # a topic without queues: nothing to read
+    started = time.monotonic()
+    deadline = started + spec.max_duration if spec.max_duration else None
+    assignment = _Assignment(collector)
+    consumer = consumer_factory(listener)
+    if hasattr(consumer, "on_assignment"):
+        consumer.on_assignment(assignment)
+    consumer.start()
+    try:
+        last_recheck = time.monotonic()
+        while True:
+            owned = {k for k in (_key(mq) for mq in consumer.assigned_queues()
+                                 if not mq.topic.startswith(RETRY_PREFIX)) if k in queues}
+            if owned:
+                assignment.seen = True
+            for key in sorted((owned | collector.pending_keys()) - _known(collector, queues)):
+                collector.set_start(key, _initial_offset(spec, admin, queues[key], collector.high_water(key)))
+            now = time.monotonic()
+            if collector.bound_reached():
+                log.info("window bound reached (max_messages=%s, max_bytes=%s)", spec.max_messages,
+                         spec.max_bytes)
+                return
+            if assignment.seen and collector.complete(owned):
+                log.info("every owned queue reached its high-water mark: %s", sorted(owned))
+                return
+            if deadline is not None and now >= deadline:
+                log.info("max_duration %.1fs reached; staging what is contiguous", spec.max_duration)
+                return
+            if not assignment.seen and now - started >= spec.assignment_timeout:
+                log.warning("no queue assigned within %.0fs: staging an empty window", spec.assignment_timeout)
+                return
+            if now - last_recheck >= _RECHECK_STALLED:
+                last_recheck = now
+                _recheck_starts(spec, admin, collector, queues, owned)
+            wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
+            collector.wait_for_change(wait)
+    finally:
+        consumer.shutdown()
+
+
+def _key(mq: MessageQueue) -> QueueKey:
+    return (mq.broker_name, mq.queue_id)
+
+
+def _known(collector: WindowCollector, queues: dict[QueueKey, MessageQueue]) -> set[QueueKey]:
+    return {k for k in queues if collector.known(k)}
+
+
+def _initial_offset(spec: WindowSpec, admin: WindowAdmin, mq: MessageQueue, high_water: int) -> int:
+    """Where the consumer starts reading ``mq``: the committed offset, else per consume_from_where."""
+    committed = admin.committed_offset(spec.consumer_group, mq)
+    low = admin.min_offset(mq)
+    if committed >= 0:
+        return max(committed, low)
+    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return low
+    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        assert spec.consume_timestamp_ms is not None
+        return admin.search_offset(mq, spec.consume_timestamp_ms)
+    return high_water  # a new group reading from the last offset has nothing in this window
+
+
+def _recheck_starts(spec: WindowSpec, admin: WindowAdmin, collector: WindowCollector,
+                    queues: dict[QueueKey, MessageQueue], owned: set[QueueKey]) -> None:
+    """A queue that does not progress may have been committed past our start by another member
+    (or trimmed by the broker): the consumer then starts later than we assumed."""
+    for key in sorted(owned):
+        if collector.complete((key,)):
+            continue
+        committed = admin.committed_offset(spec.consumer_group, queues[key])
+        low = admin.min_offset(queues[key])
+        collector.set_start(key, max(committed, low))
+
+
+# -- staging -----------------------------------------------------------------------------------------
+
+def _chunks(rows: list[MessageExt], size: int) -> Iterator[list[MessageExt]]:
+    for i in range(0, len(rows), size):
+        yield rows[i:i + size]
+
+
+def _stage(spec: WindowSpec, window_id: str, slices: list[QueueSlice], namesrv: str) -> WindowManifest:
+    staging = Path(spec.staging_dir)
+    staging.mkdir(parents=True, exist_ok=True)
+    for stale in staging.glob("part-*.parquet"):  # left by an attempt that died before its manifest
+        stale.unlink()
+    messages = [m for s in slices for m in s.messages]
+    files: list[FileEntry] = []
+    for i, chunk in enumerate(_chunks(messages, spec.rows_per_file)):
+        rows = (staged_row(m, window_id) for m in chunk)
+        files.append(write_parquet_file(rows, staging / f"part-{i:05d}.parquet", staging))
+    return WindowManifest(
+        window_id=window_id,
+        topic=spec.topic,
+        consumer_group=spec.consumer_group,
+        expression=spec.expression,
+        namesrv=namesrv,
+        queues=[QueueRange(broker=s.key[0], queue_id=s.key[1], start_offset=s.start, end_offset=s.end,
+                           high_water=s.high_water, messages=len(s.messages)) for s in slices],
+        files=files,
+        messages=len(messages),
+        bytes=sum(len(m.body) for m in messages),
+    )
+
+
+def default_staging_dir(base: str | os.PathLike[str], *parts: str) -> str:
+    """``base/part/part...`` with every part made safe as a single directory name."""
+    return str(Path(base).joinpath(*(safe_name(p) for p in parts)))
+
+
+def safe_name(text: str) -> str:
+    """A directory/partition-safe rendering of an id (run ids hold ``:`` and ``+``)."""
+    out = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))
+    return out.strip(".") or "_"
