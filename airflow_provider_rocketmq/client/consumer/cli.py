@@ -1,0 +1,124 @@
+"""``rocketmq-airflow consume``: print messages as JSON lines, commit offsets on exit.
+
+stdout gets one JSON object per message (topic, queue_id, queue_offset, msg_id,
+tags, keys, properties, reconsume_times, body as UTF-8 text or base64 with
+``body_encoding``); stderr gets a one-line summary. The command stops after
+``--max-messages`` or after ``--idle-timeout`` seconds without a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as _dt
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from ..errors import RocketMQError
+from ..message import MessageExt
+from .config import TIMESTAMP_FORMAT, ConsumeStatus, parse_consume_timestamp
+from .push import PushConsumer
+
+_FROM = {"first": "CONSUME_FROM_FIRST_OFFSET", "last": "CONSUME_FROM_LAST_OFFSET",
+         "timestamp": "CONSUME_FROM_TIMESTAMP"}
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``consume`` sub-command to the main parser."""
+    p = subparsers.add_parser("consume", help="consume messages as a push-consumer group member (JSON lines)")
+    p.add_argument("--namesrv", default=None, help="name servers host:port[;host:port]")
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--expression", default="*", help='tag expression, e.g. "TagA || TagB" (default *)')
+    p.add_argument("--from", dest="from_where", choices=sorted(_FROM), default="last",
+                   help="where a group without committed offsets starts (default last)")
+    p.add_argument("--timestamp", default=None, help="yyyyMMddHHmmss for --from timestamp")
+    p.add_argument("--model", choices=("clustering", "broadcasting"), default="clustering")
+    p.add_argument("--max-messages", type=int, default=0, help="stop after N messages (0: no limit)")
+    p.add_argument("--idle-timeout", type=float, default=10.0,
+                   help="stop after S seconds without a message (0: never)")
+    p.add_argument("--json", action="store_true", help="summary as JSON on stderr")
+    p.set_defaults(func=run)
+    return p
+
+
+def message_json(m: MessageExt) -> dict[str, Any]:
+    try:
+        body: str = m.body.decode("utf-8")
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        body = base64.b64encode(m.body).decode("ascii")
+        encoding = "base64"
+    return {"topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset, "msg_id": m.msg_id,
+            "tags": m.tags, "keys": m.keys, "properties": dict(m.properties),
+            "reconsume_times": m.reconsume_times, "broker_name": m.broker_name,
+            "store_timestamp": m.store_timestamp, "body": body, "body_encoding": encoding}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_messages < 0:
+        raise SystemExit("error: --max-messages must be >= 0")
+    if args.idle_timeout < 0:
+        raise SystemExit("error: --idle-timeout must be >= 0")
+    options: dict[str, Any] = {"consume_from_where": _FROM[args.from_where],
+                               "message_model": args.model.upper(), "consume_thread_min": 1,
+                               "consume_thread_max": 1}
+    if args.namesrv:
+        options["namesrv_addr"] = args.namesrv
+    if args.from_where == "timestamp":
+        if not args.timestamp:
+            raise SystemExit("error: --from timestamp needs --timestamp yyyyMMddHHmmss")
+        parse_consume_timestamp(args.timestamp)
+        options["consume_timestamp"] = args.timestamp
+    elif args.timestamp:
+        parse_consume_timestamp(args.timestamp)
+    lock = threading.Lock()
+    done = threading.Event()
+    state = {"count": 0, "last": time.monotonic(), "bytes": 0}
+    out = sys.stdout
+
+    def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
+        with lock:
+            for m in msgs:
+                if args.max_messages and state["count"] >= args.max_messages:
+                    ctx.ack_index = msgs.index(m) - 1
+                    done.set()
+                    # unprinted messages are retried later (not lost) by the group
+                    return ConsumeStatus.CONSUME_SUCCESS if ctx.ack_index >= 0 else ConsumeStatus.RECONSUME_LATER
+                out.write(json.dumps(message_json(m), ensure_ascii=False) + "\n")
+                state["count"] += 1
+                state["bytes"] += len(m.body)
+            out.flush()
+            state["last"] = time.monotonic()
+            if args.max_messages and state["count"] >= args.max_messages:
+                done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(args.group, **options)
+    consumer.subscribe(args.topic, args.expression)
+    consumer.register_listener(listener)
+    started = time.monotonic()
+    try:
+        consumer.start()
+        while not done.wait(0.2):  # poll: idleness has no event to wait on
+            if args.idle_timeout and time.monotonic() - state["last"] > args.idle_timeout:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        try:
+            consumer.shutdown()
+        except RocketMQError as exc:
+            print(f"warning: shutdown: {exc}", file=sys.stderr)
+    summary = {"group": args.group, "topic": args.topic, "messages": state["count"], "bytes": state["bytes"],
+               "seconds": round(time.monotonic() - started, 3),
+               "finished_at": _dt.datetime.now().strftime(TIMESTAMP_FORMAT)}
+    if args.json:
+        print(json.dumps(summary), file=sys.stderr)
+    else:
+        print(f"consumed {summary['messages']} message(s) ({summary['bytes']} bytes) from {args.topic} "
+              f"as {args.group} in {summary['seconds']}s; offsets committed", file=sys.stderr)
+    return 0

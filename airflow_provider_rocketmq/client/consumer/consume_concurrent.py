@@ -1,0 +1,192 @@
+"""Concurrent consumption (Java ConsumeMessageConcurrentlyService).
+
+Hot path: a pulled batch (up to pull_batch_size messages) is handed to the
+consume pool as *one* work item; the worker calls the listener on slices of
+consume_message_batch_max_size and reports the whole batch back to the loop with
+one ``call_soon_threadsafe``. Offsets are then advanced once per batch. Failed
+messages are sent back (clustering) before they leave the process queue, so the
+committed offset never passes a message that is neither consumed nor retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from ..message import MessageExt
+from ..queue import MessageQueue
+from .listener import ConsumeContext, Listener, failed_from, is_async_listener
+from .process_queue import ProcessQueue
+
+if TYPE_CHECKING:
+    from .core import ConsumerCore
+
+log = logging.getLogger(__name__)
+
+RESUBMIT_DELAY = 5.0  # Java submitConsumeRequestLater
+EXPIRED_DELAY_LEVEL = 3  # Java cleanExpiredMsg sends back with delay level 3
+
+Failure = tuple[list[MessageExt], int]  # (messages, delay level)
+
+
+class ConcurrentConsumeService:
+    """Runs a concurrent listener over pulled batches and settles offsets per batch."""
+
+    def __init__(self, core: ConsumerCore, listener: Listener) -> None:
+        self.core = core
+        self.listener = listener
+        self.is_async = is_async_listener(listener)
+        self.loop = asyncio.get_running_loop()
+        self.pool: ThreadPoolExecutor | None = None
+        if not self.is_async:
+            self.pool = ThreadPoolExecutor(core.config.consume_thread_min,
+                                           thread_name_prefix=f"ConsumeMessageThread_{core.group}")
+        self.batch_max = core.config.consume_message_batch_max_size
+        self.inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.consumed_ok = 0
+        self.consumed_failed = 0
+        self.consume_rt_total = 0.0
+
+    # -- dispatch --------------------------------------------------------------------------
+    def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        token = pq.begin_batch(msgs)
+        self.inflight += 1
+        self._idle.clear()
+        if self.is_async:
+            self._spawn(self._run_async(msgs, pq, mq, token))
+        else:
+            assert self.pool is not None
+            self.pool.submit(self._run_sync, msgs, pq, mq, token)
+
+    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _run_sync(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int) -> None:
+        """Worker thread: call the listener per slice, report the batch once."""
+        failures: list[Failure] = []
+        listener = self.listener
+        step = self.batch_max
+        start = time.monotonic()
+        for i in range(0, len(msgs), step):
+            if pq.dropped:  # Java skips the listener for a dropped queue
+                break
+            chunk = list(msgs[i:i + step])
+            ctx = ConsumeContext(mq)
+            try:
+                status = listener(chunk, ctx)
+            except Exception:
+                log.exception("listener raised on %d message(s) of %s; they will be retried", len(chunk), mq)
+                status = None
+            bad = failed_from(status, ctx, len(chunk))
+            if bad < len(chunk):
+                failures.append((chunk[bad:], ctx.delay_level_when_next_consume))
+        rt = time.monotonic() - start
+        try:
+            self.loop.call_soon_threadsafe(self._settle, msgs, pq, mq, token, failures, rt)
+        except RuntimeError:  # loop closed during shutdown: offsets of this batch are simply not advanced
+            pass
+
+    async def _run_async(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue,
+                         token: int) -> None:
+        failures: list[Failure] = []
+        step = self.batch_max
+        start = time.monotonic()
+        for i in range(0, len(msgs), step):
+            if pq.dropped:
+                break
+            chunk = list(msgs[i:i + step])
+            ctx = ConsumeContext(mq)
+            try:
+                status = await self.listener(chunk, ctx)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("listener raised on %d message(s) of %s; they will be retried", len(chunk), mq)
+                status = None
+            bad = failed_from(status, ctx, len(chunk))
+            if bad < len(chunk):
+                failures.append((chunk[bad:], ctx.delay_level_when_next_consume))
+        self._settle(msgs, pq, mq, token, failures, time.monotonic() - start)
+
+    # -- results (loop thread) -----------------------------------------------------------------
+    def _settle(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int,
+                failures: list[Failure], rt: float) -> None:
+        pq.end_batch(token)
+        self.consume_rt_total += rt
+        n_failed = sum(len(f[0]) for f in failures)
+        self.consumed_ok += len(msgs) - n_failed
+        self.consumed_failed += n_failed
+        if pq.dropped:  # the queue moved to another member; do not touch offsets
+            self._done_one()
+            return
+        if failures and self.core.config.clustering:
+            failed_ids = {id(m) for f in failures for m in f[0]}
+            ok = [m for m in msgs if id(m) not in failed_ids] if failed_ids else msgs
+            self._commit(pq, mq, ok)
+            self._spawn(self._send_back(failures, pq, mq))
+        else:
+            for f_msgs, _ in failures:
+                log.warning("broadcasting: dropping %d failed message(s) of %s (first offset %d)",
+                            len(f_msgs), mq, f_msgs[0].queue_offset)
+            self._commit(pq, mq, msgs)
+        self._done_one()
+
+    def _commit(self, pq: ProcessQueue, mq: MessageQueue, msgs: Sequence[MessageExt]) -> None:
+        offset = pq.remove_messages(msgs)
+        if offset >= 0 and not pq.dropped:
+            self.core.offset_store.update_offset(mq, offset, increase_only=True)
+
+    async def _send_back(self, failures: list[Failure], pq: ProcessQueue, mq: MessageQueue) -> None:
+        retry_later: list[MessageExt] = []
+        for f_msgs, delay_level in failures:
+            for m in f_msgs:
+                if await self.core.send_back.send(m, delay_level, mq):
+                    self._commit(pq, mq, [m])
+                else:
+                    retry_later.append(m)
+        if retry_later and not pq.dropped:
+            for m in retry_later:  # Java bumps the local count before re-submitting
+                m.reconsume_times += 1
+            await asyncio.sleep(RESUBMIT_DELAY)
+            if not pq.dropped and not self.core.closing:
+                self.submit(retry_later, pq, mq)
+
+    def _done_one(self) -> None:
+        self.inflight -= 1
+        if self.inflight <= 0:
+            self.inflight = 0
+            self._idle.set()
+
+    # -- maintenance ---------------------------------------------------------------------------
+    async def clean_expired(self) -> None:
+        """Send back messages whose listener call exceeded consume_timeout (Java cleanExpiredMsg)."""
+        timeout = self.core.config.consume_timeout
+        for mq, pq in list(self.core.rebalancer.table.items()):
+            for m in pq.expired_messages(timeout):
+                log.warning("message %s of %s exceeded consume_timeout; sending it back", m.msg_id, mq)
+                if await self.core.send_back.send(m, EXPIRED_DELAY_LEVEL, mq):
+                    self._commit(pq, mq, [m])
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until in-flight batches are settled (or the timeout passes)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,174 @@
+"""Orderly consumption (Java ConsumeMessageOrderlyService).
+
+One consume task per queue at a time, in offset order. In clustering a queue is
+consumed only while this member holds a non-expired broker lock (LOCK_BATCH_MQ,
+renewed by the consumer every lock_interval). A listener answering
+SUSPEND_CURRENT_QUEUE_A_MOMENT gets the same messages again after the suspend
+time with a local reconsume count; past max_reconsume_times they go to the
+retry/DLQ path and count as consumed. A task yields the queue after
+max_time_consume_continuously so other queues get the threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from ..message import MessageExt
+from ..queue import MessageQueue
+from .listener import Listener, OrderlyContext, is_async_listener, orderly_ok
+from .process_queue import ProcessQueue
+
+if TYPE_CHECKING:
+    from .core import ConsumerCore
+
+log = logging.getLogger(__name__)
+
+RETRY_LOCK_SOON = 0.1  # Java tryLockLaterAndReconsume: 100 ms when the queue was locked before
+RETRY_LOCK_LATER = 3.0
+YIELD_DELAY = 0.01
+
+
+class OrderlyConsumeService:
+    """Consumes each owned queue sequentially; never two workers on one queue."""
+
+    def __init__(self, core: ConsumerCore, listener: Listener) -> None:
+        self.core = core
+        self.listener = listener
+        self.is_async = is_async_listener(listener)
+        self.pool: ThreadPoolExecutor | None = None
+        if not self.is_async:
+            self.pool = ThreadPoolExecutor(core.config.consume_thread_min,
+                                           thread_name_prefix=f"ConsumeMessageThread_{core.group}")
+        self.tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self.consumed_ok = 0
+        self.consumed_failed = 0
+        self.consume_rt_total = 0.0
+
+    def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        self._ensure_worker(pq, mq)
+
+    def _ensure_worker(self, pq: ProcessQueue, mq: MessageQueue, delay: float = 0.0) -> None:
+        task = self.tasks.get(mq)
+        if task is not None and not task.done():
+            return
+        self.tasks[mq] = asyncio.get_running_loop().create_task(self._consume_queue(pq, mq, delay),
+                                                                name=f"orderly {mq}")
+
+    async def _call(self, msgs: list[MessageExt], ctx: OrderlyContext) -> object:
+        if self.is_async:
+            return await self.listener(msgs, ctx)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self.listener, msgs, ctx)
+
+    async def _consume_queue(self, pq: ProcessQueue, mq: MessageQueue, delay: float) -> None:
+        core = self.core
+        cfg = core.config
+        if delay:
+            await asyncio.sleep(delay)
+        began = time.monotonic()
+        pq.orderly_running = True
+        try:
+            while not pq.dropped and not core.closing:
+                if cfg.clustering and (not pq.locked or pq.is_lock_expired(cfg.lock_max_live_time)):
+                    # re-lock soon and resume; the lock renewal may also bring it back
+                    asyncio.get_running_loop().call_later(
+                        RETRY_LOCK_SOON, lambda: asyncio.ensure_future(self._relock(pq, mq)))
+                    return
+                if time.monotonic() - began > cfg.max_time_consume_continuously:
+                    asyncio.get_running_loop().call_later(YIELD_DELAY, self._ensure_worker, pq, mq)
+                    return
+                msgs = pq.take_messages(cfg.consume_message_batch_max_size)
+                if not msgs:
+                    return
+                for m in msgs:
+                    if m.topic.startswith("%RETRY%"):
+                        original = m.properties.get("RETRY_TOPIC")
+                        if original:
+                            m.topic = original
+                ctx = OrderlyContext(mq)
+                start = time.monotonic()
+                try:
+                    status = await self._call(msgs, ctx)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("orderly listener raised on %d message(s) of %s", len(msgs), mq)
+                    status = None
+                self.consume_rt_total += time.monotonic() - start
+                if pq.dropped:
+                    return
+                if orderly_ok(status):
+                    self.consumed_ok += len(msgs)
+                    offset = pq.commit()
+                    if offset >= 0:
+                        core.offset_store.update_offset(mq, offset, increase_only=False)
+                    continue
+                self.consumed_failed += len(msgs)
+                if await self._past_max(msgs):
+                    offset = pq.commit()  # sent to retry/DLQ: they count as consumed
+                    if offset >= 0:
+                        core.offset_store.update_offset(mq, offset, increase_only=False)
+                    continue
+                pq.make_messages_consume_again(msgs)
+                pause = ctx.suspend_current_queue_time if ctx.suspend_current_queue_time > 0 \
+                    else cfg.effective_suspend_time()
+                await asyncio.sleep(min(30.0, max(0.01, pause)))
+        finally:
+            pq.orderly_running = False
+
+    async def _past_max(self, msgs: list[MessageExt]) -> bool:
+        """Java checkReconsumeTimes: bump local counts; True if every message went to retry/DLQ."""
+        max_times = self.core.send_back.max_reconsume_times()
+        suspend = False
+        for m in msgs:
+            if m.reconsume_times >= max_times:
+                # delay level -1: straight to %DLQ% (the fallback send lets the broker decide)
+                if not await self.core.send_back.send(m, -1):
+                    suspend = True
+                    m.reconsume_times += 1
+            else:
+                suspend = True
+                m.reconsume_times += 1
+        return not suspend
+
+    async def _relock(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        if pq.dropped or self.core.closing:
+            return
+        if await self.core.rebalancer.lock(mq):
+            self._ensure_worker(pq, mq)
+        else:
+            self._ensure_worker(pq, mq, RETRY_LOCK_LATER)
+
+    async def wait_queue_idle(self, mq: MessageQueue, timeout: float) -> bool:
+        """Wait for the queue's worker (a listener call cannot be interrupted)."""
+        task = self.tasks.get(mq)
+        if task is None or task.done():
+            return True
+        done, _ = await asyncio.wait([task], timeout=timeout)
+        return bool(done)
+
+    def when_queue_idle(self, mq: MessageQueue, callback: object) -> None:
+        task = self.tasks.get(mq)
+        if task is None or task.done():
+            asyncio.ensure_future(callback())  # type: ignore[operator]
+        else:
+            task.add_done_callback(lambda _t: asyncio.ensure_future(callback()))  # type: ignore[operator]
+
+    async def drain(self, timeout: float) -> bool:
+        tasks = [t for t in self.tasks.values() if not t.done()]
+        if not tasks:
+            return True
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
+        return not pending
+
+    async def close(self) -> None:
+        for t in self.tasks.values():
+            t.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.tasks.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,68 @@
+"""Listener plumbing shared by the consume services: context objects and result mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ..queue import MessageQueue
+from .config import ConsumeStatus, OrderlyStatus
+
+ACK_ALL = 2**31 - 1  # Java ackIndex default (Integer.MAX_VALUE)
+
+
+class ConsumeContext:
+    """Passed to concurrent listeners: set ``ack_index`` / ``delay_level_when_next_consume``.
+
+    ``ack_index`` (with CONSUME_SUCCESS) says the messages up to and including
+    that index succeeded; the rest are retried. ``delay_level_when_next_consume``:
+    0 lets the broker pick 3 + reconsume times, -1 sends straight to the DLQ.
+    """
+
+    __slots__ = ("message_queue", "ack_index", "delay_level_when_next_consume")
+
+    def __init__(self, message_queue: MessageQueue) -> None:
+        self.message_queue = message_queue
+        self.ack_index = ACK_ALL
+        self.delay_level_when_next_consume = 0
+
+
+class OrderlyContext:
+    """Passed to orderly listeners; ``suspend_current_queue_time`` (s) overrides the pause."""
+
+    __slots__ = ("message_queue", "auto_commit", "suspend_current_queue_time", "ack_index",
+                 "delay_level_when_next_consume")
+
+    def __init__(self, message_queue: MessageQueue) -> None:
+        self.message_queue = message_queue
+        self.auto_commit = True
+        self.suspend_current_queue_time = -1.0
+        self.ack_index = ACK_ALL
+        self.delay_level_when_next_consume = 0
+
+
+Listener = Callable[[list[Any], Any], Any]
+
+
+def is_async_listener(fn: Listener) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+def failed_from(status: Any, ctx: ConsumeContext, n: int) -> int:
+    """Index of the first failed message of a concurrent call (n = all succeeded)."""
+    if status is ConsumeStatus.CONSUME_SUCCESS or status == "CONSUME_SUCCESS":
+        ack = ctx.ack_index
+        return n if ack >= n - 1 else max(ack + 1, 0)
+    return 0  # RECONSUME_LATER, None, or anything else: Java treats it as a failure
+
+
+def orderly_ok(status: Any) -> bool:
+    return status is OrderlyStatus.SUCCESS or status == "SUCCESS" or status is ConsumeStatus.CONSUME_SUCCESS
+
+
+async def maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value

@@ -1,0 +1,227 @@
+"""Pull service: one long-polling loop per owned queue (Java PullMessageService).
+
+Each owned queue has exactly one asyncio task, so at most one PULL_MESSAGE is
+in flight per queue. Before each pull the loop applies flow control (cached
+count, bytes and span; the pull is *delayed* 50 ms, never dropped), then sends a
+suspended pull that piggy-backs the consumed offset (sysFlag 3 with commit, 2
+without, exactly like the recorded Java frames), decodes the body once per batch
+and hands the whole batch to the consume service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from ..config import RETRY_PREFIX
+from ..errors import MessageDecodeError, RocketMQError
+from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages
+from ..queue import MessageQueue
+from ..remoting.codes import RequestCode, ResponseCode
+from ..remoting.command import RemotingCommand
+from .process_queue import ProcessQueue
+
+if TYPE_CHECKING:
+    from .core import ConsumerCore
+
+log = logging.getLogger(__name__)
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+DELAY_FLOW_CONTROL = 0.05  # local thresholds exceeded (Java PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+DELAY_BROKER_FLOW_CONTROL = 0.02  # broker answered FLOW_CONTROL (215)
+DELAY_SUSPENDED = 1.0  # consumer paused
+DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset
+
+
+class PullService:
+    """Starts, runs and stops the per-queue pull loops of one consumer."""
+
+    def __init__(self, core: ConsumerCore) -> None:
+        self.core = core
+        self.tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self.next_offsets: dict[MessageQueue, int] = {}
+        self.suggested_broker: dict[MessageQueue, int] = {}
+        self.stop_offsets: dict[MessageQueue, int] = {}
+        self.threshold_count = core.config.pull_threshold_for_queue
+        self.threshold_bytes = core.config.pull_threshold_size_for_queue * 1024 * 1024
+        self.pulls = 0
+        self.pulled_msgs = 0
+        self.flow_control_hits = 0
+
+    def start_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        self.stop_queue(mq)
+        self.next_offsets[mq] = offset
+        self.tasks[mq] = asyncio.get_running_loop().create_task(self._loop(mq, pq), name=f"pull {mq}")
+
+    def stop_queue(self, mq: MessageQueue) -> None:
+        task = self.tasks.pop(mq, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def stop_all(self) -> None:
+        tasks = list(self.tasks.values())
+        self.tasks.clear()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the loop ---------------------------------------------------------------------------
+    async def _loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        core = self.core
+        cfg = core.config
+        sub = core.subscriptions.get(mq.topic)
+        delay = 0.0
+        previously_locked = False
+        while not pq.dropped and not core.closing:
+            if delay:
+                await asyncio.sleep(delay)
+                delay = 0.0
+                if pq.dropped or core.closing:
+                    return
+            if core.paused:
+                delay = DELAY_SUSPENDED
+                continue
+            count = len(pq.msgs)
+            if count > self.threshold_count or pq.msg_size > self.threshold_bytes \
+                    or (not core.orderly and pq.span() > cfg.consume_concurrently_max_span):
+                self.flow_control_hits += 1
+                delay = DELAY_FLOW_CONTROL
+                continue
+            if core.orderly and cfg.clustering:
+                if not pq.locked:
+                    delay = cfg.pull_time_delay_when_exception
+                    continue
+                if not previously_locked:  # first pull after locking: re-read the stored offset
+                    previously_locked = True
+                    off = await core.rebalancer.compute_pull_from_where(mq)
+                    if off < 0:
+                        delay = cfg.pull_time_delay_when_exception
+                        previously_locked = False
+                        continue
+                    self.next_offsets[mq] = off
+            offset = self.next_offsets[mq]
+            max_nums = cfg.pull_batch_size
+            stop = self.stop_offsets.get(mq)
+            if stop is not None:
+                if offset >= stop:
+                    await core.wait_stop_offsets_changed()
+                    continue
+                max_nums = min(max_nums, stop - offset)
+            sub = core.subscriptions.get(mq.topic) or sub
+            if sub is None:
+                return
+            try:
+                resp = await self._pull(mq, offset, max_nums, sub.sub_version, sub.sub_string,
+                                        sub.expression_type)
+            except asyncio.CancelledError:
+                raise
+            except RocketMQError as exc:
+                if not pq.dropped and not core.closing:
+                    log.warning("pull %s at %d failed: %s", mq, offset, exc)
+                delay = cfg.pull_time_delay_when_exception
+                continue
+            if pq.dropped:
+                return
+            pq.last_pull_time = core.now()
+            code = resp.code
+            self.pulls += 1
+            ext = resp.ext_fields or {}
+            if code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                        ResponseCode.PULL_OFFSET_MOVED):
+                try:
+                    next_begin = int(ext["nextBeginOffset"])
+                    suggest = int(ext.get("suggestWhichBrokerId", 0))
+                except (KeyError, ValueError):
+                    log.warning("pull response for %s lacks a valid nextBeginOffset: %r", mq, ext)
+                    delay = cfg.pull_time_delay_when_exception
+                    continue
+                self.suggested_broker[mq] = suggest
+            if code == ResponseCode.SUCCESS:
+                try:
+                    msgs = decode_messages(resp.body or b"")
+                except MessageDecodeError as exc:
+                    # a corrupt body must not be skipped silently nor retried forever at full speed
+                    log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
+                    delay = cfg.pull_time_delay_when_exception
+                    continue
+                if stop is not None:
+                    next_begin = min(next_begin, stop)
+                    if msgs and msgs[-1].queue_offset >= stop:
+                        msgs = [m for m in msgs if m.queue_offset < stop]
+                self.next_offsets[mq] = next_begin
+                if msgs:
+                    msgs = self._prepare(mq, msgs, sub.tags_set)
+                if not msgs:
+                    continue
+                self.pulled_msgs += len(msgs)
+                pq.put_messages(msgs)
+                core.consume.submit(msgs, pq, mq)
+                if cfg.pull_interval:
+                    delay = cfg.pull_interval
+            elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+                self.next_offsets[mq] = next_begin
+                if not pq.msgs and not pq.consuming:  # Java correctTagsOffset
+                    core.offset_store.update_offset(mq, next_begin, increase_only=True)
+            elif code == ResponseCode.PULL_OFFSET_MOVED:
+                log.warning("offset %d of %s is illegal; moving to %d", offset, mq, next_begin)
+                pq.drop()
+                await asyncio.sleep(DELAY_OFFSET_ILLEGAL)
+                core.offset_store.update_offset(mq, next_begin, increase_only=False)
+                await core.offset_store.persist(mq)
+                self.tasks.pop(mq, None)
+                core.rebalancer.remove_queue(mq)
+                return
+            elif code == ResponseCode.FLOW_CONTROL:
+                delay = DELAY_BROKER_FLOW_CONTROL
+            else:
+                if not core.closing:
+                    log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
+                delay = cfg.pull_time_delay_when_exception
+
+    async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, sub_version: int, sub_string: str,
+                    expression_type: str) -> RemotingCommand:
+        core = self.core
+        cfg = core.config
+        client = core.client
+        broker_id = self.suggested_broker.get(mq, 0)
+        addr = client.broker_addr(mq.broker_name, broker_id)
+        commit = core.offset_store.memory_offset(mq) if cfg.clustering else -1
+        flag = FLAG_SUSPEND
+        if commit > 0 and cfg.enable_offset_commit and broker_id == 0:
+            flag |= FLAG_COMMIT_OFFSET
+        header = {
+            "consumerGroup": core.ns_group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+            "maxMsgNums": max_nums, "sysFlag": flag, "commitOffset": max(commit, 0),
+            "suspendTimeoutMillis": int(cfg.broker_suspend_max_time * 1000), "subVersion": sub_version,
+            "expressionType": expression_type, "bname": mq.broker_name,
+        }
+        if cfg.post_subscription_when_pull:
+            header["sysFlag"] = flag | FLAG_SUBSCRIPTION
+            header["subscription"] = sub_string
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
+        return await client.invoke(addr, cmd, cfg.consumer_timeout_when_suspend)
+
+    def _prepare(self, mq: MessageQueue, msgs: list[MessageExt], tags: frozenset[str]) -> list[MessageExt]:
+        """Exact tag re-filter (hash collisions), broker name, original topic of retries."""
+        if tags:
+            msgs = [m for m in msgs if m.tags in tags]
+        broker = mq.broker_name
+        if mq.topic.startswith(RETRY_PREFIX):
+            for m in msgs:
+                m.broker_name = broker
+                original = m.properties.get(PROPERTY_RETRY_TOPIC)
+                if original:
+                    m.topic = original
+        else:
+            for m in msgs:
+                m.broker_name = broker
+        ns = self.core.config.namespace
+        if ns:
+            strip = self.core.config.without_namespace
+            for m in msgs:
+                m.topic = strip(m.topic)
+        return msgs

@@ -1,0 +1,201 @@
+"""Public push-consumer API: `PushConsumer` (thread-safe, sync) and `AsyncPushConsumer`.
+
+Usage::
+
+    consumer = PushConsumer("my_group", namesrv_addr="127.0.0.1:9876")
+    consumer.subscribe("Orders", "TagA || TagB")
+    consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+    with consumer:          # start() ... shutdown()
+        ...
+
+Sync listeners run in a thread pool of consume_thread_min threads; ``async def``
+listeners run on the consumer's event loop. `start()` and `shutdown()` block
+until the state change is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..loop_thread import LoopThread
+from ..queue import MessageQueue
+from .config import ConsumerConfig
+from .core import ConsumerCore, check_group, make_config
+from .listener import Listener
+
+AssignmentCallback = Callable[[str, frozenset[MessageQueue], frozenset[MessageQueue]], Any]
+
+
+class AsyncPushConsumer:
+    """The push consumer for asyncio code; every coroutine runs on the caller's loop."""
+
+    def __init__(self, group: str, config: ConsumerConfig | None = None, **overrides: Any) -> None:
+        check_group(group)
+        self._core = ConsumerCore(group, make_config(config, overrides))
+
+    @property
+    def group(self) -> str:
+        return self._core.group
+
+    @property
+    def config(self) -> ConsumerConfig:
+        return self._core.config
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._core.subscribe(topic, expression)
+        if self._core.state == "RUNNING":
+            asyncio.get_running_loop().create_task(self._after_subscribe())
+
+    async def _after_subscribe(self) -> None:
+        await self._core.send_heartbeat()
+        self._core.wake_rebalance()
+
+    def unsubscribe(self, topic: str) -> None:
+        self._core.unsubscribe(topic)
+        self._core.wake_rebalance()
+
+    def register_listener(self, fn: Listener, orderly: bool = False) -> None:
+        self._core.register_listener(fn, orderly)
+
+    async def start(self) -> None:
+        try:
+            await self._core.start()
+        except BaseException:
+            await self._core.shutdown(0)
+            raise
+
+    async def shutdown(self, timeout: float | None = None) -> None:
+        await self._core.shutdown(timeout)
+
+    def suspend(self) -> None:
+        self._core.suspend()
+
+    def resume(self) -> None:
+        self._core.resume()
+
+    def assigned_queues(self) -> frozenset[MessageQueue]:
+        return self._core.assigned_queues()
+
+    def on_assignment(self, callback: AssignmentCallback) -> None:
+        """``callback(topic, mq_all, mq_divided)`` after every assignment change (on the loop)."""
+        self._core.rebalancer.callbacks.append(callback)
+
+    def set_stop_offsets(self, offsets: Mapping[MessageQueue, int]) -> None:
+        self._core.set_stop_offsets(dict(offsets))
+
+    async def rebalance_now(self) -> bool:
+        return await self._core.rebalancer.do_rebalance()
+
+    async def persist_offsets(self) -> None:
+        await self._core.persist_offsets()
+
+    def stats(self) -> dict[str, Any]:
+        return self._core.stats()
+
+    async def __aenter__(self) -> AsyncPushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+
+class PushConsumer:
+    """Java's DefaultMQPushConsumer for synchronous code; the engine runs in a background loop."""
+
+    def __init__(self, group: str, config: ConsumerConfig | None = None, **overrides: Any) -> None:
+        self._async = AsyncPushConsumer(group, config, **overrides)
+        self._loop_thread: LoopThread | None = None
+
+    @property
+    def group(self) -> str:
+        return self._async.group
+
+    @property
+    def config(self) -> ConsumerConfig:
+        return self._async.config
+
+    @property
+    def client_id(self) -> str:
+        return self._async.client_id
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        """Run a small synchronous action on the loop thread (state lives there)."""
+        lt = self._loop_thread
+        if lt is None or lt.in_loop_thread:
+            return fn()
+
+        async def run() -> Any:
+            return fn()
+        return lt.run(run())
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._call(lambda: self._async.subscribe(topic, expression))
+
+    def unsubscribe(self, topic: str) -> None:
+        self._call(lambda: self._async.unsubscribe(topic))
+
+    def register_listener(self, fn: Listener, orderly: bool = False) -> None:
+        self._async.register_listener(fn, orderly)
+
+    def start(self) -> None:
+        if self._loop_thread is None:
+            self._loop_thread = LoopThread(name=f"rocketmq-consumer-{self.group}")
+        try:
+            self._loop_thread.run(self._async.start())
+        except BaseException:
+            self._loop_thread.stop()
+            self._loop_thread = None
+            raise
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        lt = self._loop_thread
+        if lt is None:
+            return
+        try:
+            lt.run(self._async.shutdown(timeout))
+        finally:
+            lt.stop()
+            self._loop_thread = None
+
+    def suspend(self) -> None:
+        self._call(self._async.suspend)
+
+    def resume(self) -> None:
+        self._call(self._async.resume)
+
+    def assigned_queues(self) -> frozenset[MessageQueue]:
+        return self._call(self._async.assigned_queues)  # type: ignore[no-any-return]
+
+    def on_assignment(self, callback: AssignmentCallback) -> None:
+        self._async.on_assignment(callback)
+
+    def set_stop_offsets(self, offsets: Mapping[MessageQueue, int]) -> None:
+        self._call(lambda: self._async.set_stop_offsets(offsets))
+
+    def rebalance_now(self) -> bool:
+        assert self._loop_thread is not None
+        return self._loop_thread.run(self._async.rebalance_now())
+
+    def persist_offsets(self) -> None:
+        assert self._loop_thread is not None
+        self._loop_thread.run(self._async.persist_offsets())
+
+    def stats(self) -> dict[str, Any]:
+        return self._call(self._async.stats)  # type: ignore[no-any-return]
+
+    def __enter__(self) -> PushConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+__all__ = ["AsyncPushConsumer", "PushConsumer"]
