@@ -71,7 +71,8 @@ def _enum(cls: type[enum.Enum], value: Any, knob: str) -> Any:
     if isinstance(value, str):
         key = value.strip().upper()
         for member in cls:
-            if key in (member.name, member.value, member.name.replace("CONSUME_FROM_", "")):
+            short = member.name.replace("CONSUME_FROM_", "")
+            if key in (member.name, member.value, short, short.replace("_OFFSET", "")):
                 return member
     raise ConfigError(knob, f"{value!r} is not one of {', '.join(m.name for m in cls)}")
 
@@ -127,7 +128,7 @@ class ConsumerConfig(ClientConfig):
         self.consume_from_where = _enum(ConsumeFromWhere, self.consume_from_where, "consume_from_where")
 
     # -- validation --------------------------------------------------------------
-    def validate(self) -> None:
+    def validate(self) -> ConsumerConfig:
         """Java checkConfig ranges; raises ConfigError naming the knob and its valid range."""
         parent = getattr(super(), "validate", None)
         if parent is not None:
@@ -170,6 +171,7 @@ class ConsumerConfig(ClientConfig):
             strategy_by_name(self.allocate_strategy)
         elif not callable(getattr(self.allocate_strategy, "allocate", None)):
             raise ConfigError("allocate_strategy", f"{self.allocate_strategy!r} has no allocate() method")
+        return self
 
     # -- derived values ------------------------------------------------------------
     @property

@@ -159,7 +159,7 @@ class ConsumerCore:
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop pulling, drain or time out consumption, persist, unlock, unregister, close."""
-        if self.state in ("SHUTDOWN", "CREATED"):
+        if self.state in ("SHUTDOWN", "CREATED") or self.client is None:
             self.state = "SHUTDOWN"
             return
         self.closing = True
