@@ -217,6 +217,26 @@ class MessageExt:
                  "reconsume_times", "prepared_transaction_offset", "body", "topic", "_props_raw",
                  "_properties", "broker_name")
 
+    # Declared for type checkers; set by decode_messages (no per-field __init__ on the hot path).
+    store_size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    _born_host: tuple[bytes, int] | str
+    store_timestamp: int
+    _store_host: tuple[bytes, int] | str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    _props_raw: bytes
+    _properties: dict[str, str] | None
+    broker_name: str
+
     def __init__(self) -> None:
         self._properties: dict[str, str] | None = None
         self._props_raw = b""
