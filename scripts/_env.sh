@@ -3,7 +3,7 @@
 #
 # Creates or reuses the project's virtual environment in <repo>/.venv on a machine
 # that has only python3 (3.10+), then exports what the tests and the demo need:
-# PATH (.venv/bin first), SPARK_HOME, JAVA_HOME, PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON,
+# PATH (.venv/bin first), SPARK_HOME, SPARK_LOCAL_IP, JAVA_HOME, PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON,
 # ROCKETMQ_VECTORS_DIR (when the shared protocol vectors can be found).
 #
 # Knobs (environment):
@@ -84,7 +84,7 @@ _rmq_ensure_java() {
 }
 
 _rmq_install() {
-    local py uv pyspark_ver
+    local py uv
     py="$(_rmq_pick_python)" || { _rmq_die "need python3.10+ (set ROCKETMQ_PYTHON)"; return 1; }
     uv="$(_rmq_find_uv "$py")" || uv=""
     if [ ! -x "${_rmq_venv}/bin/python" ]; then
@@ -103,16 +103,22 @@ _rmq_install() {
     else
         "${_rmq_venv}/bin/python" -m pip install --quiet --disable-pip-version-check -e "${_rmq_extras}" >&2 || return 1
     fi
-    # the pyspark-client trap (see the header): restore the full pyspark, same version
-    pyspark_ver="$("${_rmq_venv}/bin/python" -c 'import importlib.metadata as m; print(m.version("pyspark"))')" ||
-        { _rmq_die "pyspark is not installed"; return 1; }
-    _rmq_log "reinstalling pyspark==${pyspark_ver} last"
+    _rmq_repair_pyspark "${_rmq_venv}" "$uv"
+}
+
+# Reinstall the full pyspark (same version, no deps) over whatever pyspark-client overwrote.
+# $1 = venv directory, $2 = uv command prefix or empty for pip. Also called by tests/spark.
+_rmq_repair_pyspark() {
+    local venv="$1" uv="${2:-}" ver
+    ver="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("pyspark"))')" ||
+        { _rmq_die "pyspark is not installed in $venv"; return 1; }
+    _rmq_log "reinstalling pyspark==${ver} last (pyspark-client shares its package directory)"
     if [ -n "$uv" ]; then
-        $uv pip install --quiet --python "${_rmq_venv}/bin/python" --reinstall-package pyspark \
-            --no-deps "pyspark==${pyspark_ver}" >&2 || return 1
+        $uv pip install --quiet --python "$venv/bin/python" --reinstall-package pyspark \
+            --no-deps "pyspark==${ver}" >&2
     else
-        "${_rmq_venv}/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
-            --no-deps "pyspark==${pyspark_ver}" >&2 || return 1
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
+            --no-deps "pyspark==${ver}" >&2
     fi
 }
 
@@ -147,6 +153,8 @@ _rmq_setup() {
     SPARK_HOME="$("${_rmq_venv}/bin/python" -c 'import os, pyspark; print(os.path.dirname(os.path.realpath(pyspark.__file__)))')" ||
         { _rmq_die "pyspark not importable from ${_rmq_venv}"; return 1; }
     export SPARK_HOME
+    # local-mode Spark (tests, demo) binds to loopback instead of guessing an interface
+    export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
     [ -x "${SPARK_HOME}/bin/spark-class" ] && [ -d "${SPARK_HOME}/jars" ] ||
         _rmq_log "warning: ${SPARK_HOME} lacks bin/spark-class or jars/ (pyspark-client overwrote pyspark?); rerun with ROCKETMQ_ENV_FORCE=1"
     if [ -z "${JAVA_HOME:-}" ] && command -v java >/dev/null 2>&1; then

@@ -24,7 +24,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from airflow_provider_rocketmq.window.manifest import ManifestError, WindowManifest, read_manifest
+try:
+    from airflow_provider_rocketmq.window.manifest import ManifestError, WindowManifest, read_manifest
+except ModuleNotFoundError:  # run by path from a source tree that is not pip-installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from airflow_provider_rocketmq.window.manifest import ManifestError, WindowManifest, read_manifest
 
 PROG = "load_window"
 BODY_FORMATS = ("utf8", "json", "binary")

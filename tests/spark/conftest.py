@@ -1,0 +1,95 @@
+"""Fixtures for tests that run the Spark job: the environment scripts/_env.sh exports, window builders."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
+from airflow_provider_rocketmq.window.manifest import (
+    QueueRange,
+    WindowManifest,
+    write_manifest,
+    write_parquet_file,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def env_sh_env() -> dict[str, str]:
+    """The environment after ``source scripts/_env.sh`` (install step disabled: the venv exists)."""
+    out = subprocess.run(
+        ["bash", "-c", "source scripts/_env.sh >/dev/null && env -0"],
+        cwd=REPO, env={**os.environ, "ROCKETMQ_ENV_NO_INSTALL": "1"},
+        capture_output=True, check=False, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    env = dict(item.split("=", 1) for item in out.stdout.decode().split("\0") if "=" in item)
+    return env
+
+
+@dataclass
+class SparkRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def counts(self) -> dict[str, int]:
+        """The job's `load_window: k=v ...` line as a dict."""
+        lines = [ln for ln in self.stdout.splitlines() if ln.startswith("load_window: ")]
+        assert len(lines) == 1, self.stdout + self.stderr[-3000:]
+        return {k: int(v) for k, v in (kv.split("=") for kv in lines[0].split()[1:])}
+
+
+@pytest.fixture(scope="session")
+def spark_submit(env_sh_env: dict[str, str]) -> Callable[..., SparkRun]:
+    """Run load_window.py through the venv's real `spark-submit` in local mode."""
+    exe = Path(env_sh_env["VIRTUAL_ENV"]) / "bin" / "spark-submit"
+
+    def run(*args: str, timeout: float = 240) -> SparkRun:
+        cmd = [str(exe), "--master", "local[2]", "--driver-memory", "512m",
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+               "--conf", "spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+               LOAD_WINDOW_APP, *args]
+        p = subprocess.run(cmd, env=env_sh_env, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL, check=False)
+        return SparkRun(p.returncode, p.stdout, p.stderr)
+
+    return run
+
+
+def make_row(window_id: str, queue_id: int, offset: int, *, broker: str = "broker-a",
+             body: bytes | None = None) -> dict:
+    return {"topic": "orders", "broker": broker, "queue_id": queue_id, "queue_offset": offset,
+            "msg_id": f"{broker}-{queue_id}-{offset}", "tags": "t", "keys": f"k{offset}",
+            "properties": {"TAGS": "t"}, "born_timestamp": 1_700_000_000_000 + offset,
+            "store_timestamp": 1_700_000_000_500 + offset, "reconsume_times": 0,
+            "body": body if body is not None else f"{broker}/{queue_id}/{offset}".encode(),
+            "window_id": window_id}
+
+
+def build_window(directory: Path, window_id: str,
+                 queues: Iterable[tuple[str, int, range]], *,
+                 body: Callable[[str, int, int], bytes] | None = None) -> Path:
+    """Stage one Parquet file per queue and write a valid manifest; return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files, ranges, total_bytes = [], [], 0
+    for broker, qid, offsets in queues:
+        rows = [make_row(window_id, qid, o, broker=broker,
+                         body=None if body is None else body(broker, qid, o)) for o in offsets]
+        total_bytes += sum(len(r["body"]) for r in rows)
+        files.append(write_parquet_file(rows, directory / f"{broker}-{qid}.parquet", directory))
+        ranges.append(QueueRange(broker, qid, offsets.start, offsets.stop, offsets.stop + 10, len(rows)))
+    m = WindowManifest(window_id=window_id, topic="orders", consumer_group="G", namesrv="127.0.0.1:9876",
+                       queues=ranges, files=files, messages=sum(f.rows for f in files), bytes=total_bytes)
+    return write_manifest(m, directory)
