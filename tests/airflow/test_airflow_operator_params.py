@@ -1,0 +1,72 @@
+"""What a DAG author sees at parse time: parameter validation, serialisation (no broker needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator, manifest_paths
+from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
+from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
+from airflow_provider_rocketmq.triggers.lag import RocketMQLagTrigger
+
+
+def test_trigger_serialize_round_trips_exactly() -> None:
+    trigger = RocketMQLagTrigger(topic="T", consumer_group="G", max_lag=0, per_queue=True, poll_interval=2,
+                                 rocketmq_conn_id="rmq")
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_provider_rocketmq.triggers.lag.RocketMQLagTrigger"
+    assert kwargs == {"topic": "T", "consumer_group": "G", "min_lag": None, "max_lag": 0, "per_queue": True,
+                      "poll_interval": 2.0, "rocketmq_conn_id": "rmq"}
+    assert RocketMQLagTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({}, "min_lag/max_lag"),
+        ({"min_lag": 1, "max_lag": 2}, "min_lag/max_lag"),
+        ({"min_lag": 0}, "min_lag"),
+        ({"max_lag": -1}, "max_lag"),
+        ({"max_lag": True}, "max_lag"),
+        ({"max_lag": 0, "per_queue": "yes"}, "per_queue"),
+    ],
+)
+def test_lag_sensor_rejects_bad_bounds(kwargs: dict, field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        RocketMQLagSensor(task_id="s", topic="T", consumer_group="G", **kwargs)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"commit": "later"}, "commit"),
+        ({"max_messages": 0}, "max_messages"),
+        ({"max_bytes": -5}, "max_bytes"),
+        ({"max_duration": 0}, "max_duration"),
+        ({"expression": "||"}, "expression"),
+        ({"consumer_overrides": {"pull_batch_sise": 1}}, "consumer_overrides.pull_batch_sise"),
+        ({"consumer_overrides": {"enable_offset_commit": True}}, "consumer_overrides.enable_offset_commit"),
+    ],
+)
+def test_window_operator_rejects_bad_parameters(kwargs: dict, field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        RocketMQConsumeWindowOperator(task_id="w", topic="T", consumer_group="G", **kwargs)
+    assert err.value.field == field
+
+
+def test_window_operator_templates_its_paths() -> None:
+    op = RocketMQConsumeWindowOperator(task_id="w", topic="T", consumer_group="G",
+                                       staging_path="/s/{{ run_id }}", expression="{{ params.tags }}")
+    assert set(op.template_fields) >= {"topic", "consumer_group", "expression", "staging_path"}
+
+
+def test_commit_operator_accepts_paths_and_window_results() -> None:
+    assert manifest_paths("/a/manifest.json") == ["/a/manifest.json"]
+    assert manifest_paths([{"manifest": "/a", "messages": 1, "bytes": 2}, "/b"]) == ["/a", "/b"]
+    with pytest.raises(ConfigError) as err:
+        manifest_paths([{"messages": 1}])
+    assert err.value.field == "manifests[0]"
+    with pytest.raises(ConfigError):
+        RocketMQCommitWindowOperator(task_id="c", manifests="")
