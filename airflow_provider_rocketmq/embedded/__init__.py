@@ -1,0 +1,13 @@
+"""An embedded RocketMQ-protocol name server and brokers, for tests and the demo.
+
+Never a production broker. It reuses the client's codecs and answers like a real
+Apache RocketMQ 4.9.x server (see docs/embedded.md).
+"""
+
+from __future__ import annotations
+
+from .broker import BrokerSettings, EmbeddedBroker
+from .cluster import EmbeddedCluster
+from .namesrv import EmbeddedNameServer
+
+__all__ = ["BrokerSettings", "EmbeddedBroker", "EmbeddedCluster", "EmbeddedNameServer"]

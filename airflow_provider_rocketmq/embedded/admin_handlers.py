@@ -1,0 +1,137 @@
+"""Admin requests: offsets by queue (29-32), VIEW_MESSAGE_BY_ID (33),
+UPDATE_AND_CREATE_TOPIC (17), GET_TOPIC_STATS_INFO (202),
+GET_CONSUMER_CONNECTION_LIST (203) and GET_CONSUME_STATS (208).
+
+Stats bodies key their ``offsetTable`` by MessageQueue objects, which fastjson
+writes as inline-object map keys (non-standard JSON, like the real broker).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..client.queue import MessageQueue
+from ..client.remoting import fastjson
+from ..client.remoting.codes import ResponseCode
+from ..client.remoting.command import RemotingCommand
+from ..client.remoting.connection import Handler, RemotingProtocol
+from .broker import validate_topic
+from .headers import opt_int, opt_str, req_int, req_str
+from .store import PERM_RW
+
+if TYPE_CHECKING:
+    from .broker import EmbeddedBroker
+
+
+class AdminHandlers:
+    """Read-mostly admin requests of one broker."""
+
+    def __init__(self, broker: EmbeddedBroker) -> None:
+        self.broker = broker
+
+    def handlers(self) -> dict[int, Handler]:
+        return {30: self.max_offset, 31: self.min_offset, 29: self.search_offset, 32: self.earliest_time,
+                33: self.view_message, 17: self.create_topic, 202: self.topic_stats,
+                203: self.consumer_connections, 208: self.consume_stats}
+
+    @property
+    def _store(self):  # type: ignore[no-untyped-def]
+        store = self.broker.store
+        assert store is not None
+        return store
+
+    async def max_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        off = self._store.max_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"))
+        return cmd.make_response(ResponseCode.SUCCESS, {"offset": str(off)})
+
+    async def min_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        off = self._store.min_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"))
+        return cmd.make_response(ResponseCode.SUCCESS, {"offset": str(off)})
+
+    async def search_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        off = self._store.search_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"),
+                                        req_int(cmd, "timestamp"))
+        return cmd.make_response(ResponseCode.SUCCESS, {"offset": str(off)})
+
+    async def earliest_time(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        store = self._store
+        topic, queue_id = req_str(cmd, "topic"), req_int(cmd, "queueId")
+        ts = store.store_time(topic, queue_id, store.min_offset(topic, queue_id))
+        return cmd.make_response(ResponseCode.SUCCESS, {"timestamp": str(ts)})
+
+    async def view_message(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        offset = req_int(cmd, "offset")
+        record = self._store.record_at(offset)
+        if record is None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {offset}")
+        return cmd.make_response(ResponseCode.SUCCESS, body=record)
+
+    async def create_topic(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        topic = req_str(cmd, "topic")
+        bad = validate_topic(topic)
+        if bad is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=bad)
+        if topic == self.broker.cluster:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR,
+                                     remark=f"The topic[{topic}] is conflict with system reserved words.")
+        read_q = req_int(cmd, "readQueueNums")
+        write_q = req_int(cmd, "writeQueueNums")
+        if read_q <= 0 or write_q <= 0 or read_q > 1024 or write_q > 1024:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR,
+                                     remark=f"readQueueNums/writeQueueNums must be in [1, 1024], "
+                                            f"got {read_q}/{write_q}")
+        order = (opt_str(cmd, "order") or "false").lower() == "true"
+        self.broker.create_topic(topic, read_q, write_q, opt_int(cmd, "perm", PERM_RW),
+                                 opt_int(cmd, "topicSysFlag", 0), order)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def topic_stats(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        topic = req_str(cmd, "topic")
+        cfg = self.broker.topics.get(topic)
+        if cfg is None:
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{topic}] not exist")
+        store = self._store
+        table: dict[MessageQueue, dict[str, int]] = {}
+        for qid in range(cfg.write_queues):
+            mx = store.max_offset(topic, qid)
+            table[MessageQueue(topic, self.broker.name, qid)] = {
+                "lastUpdateTimestamp": store.store_time(topic, qid, mx - 1) if mx > 0 else 0,
+                "maxOffset": mx, "minOffset": store.min_offset(topic, qid)}
+        return cmd.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": table}).encode())
+
+    async def consumer_connections(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        group = req_str(cmd, "consumerGroup")
+        info = self.broker.consumers.find(group)
+        if info is None or not info.channels:
+            return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
+        body: dict[str, Any] = {
+            "connectionSet": [{"clientAddr": c.client_addr, "clientId": c.client_id, "language": c.language,
+                               "version": c.version} for c in info.channels.values()],
+            "consumeFromWhere": info.consume_from_where, "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()},
+        }
+        return cmd.make_response(ResponseCode.SUCCESS, body=fastjson.dumps(body).encode("utf-8"))
+
+    async def consume_stats(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        group = req_str(cmd, "consumerGroup")
+        wanted = opt_str(cmd, "topic")
+        store = self._store
+        broker = self.broker
+        topics = [wanted] if wanted else store.topics_of_group(group)
+        info = broker.consumers.find(group)
+        table: dict[MessageQueue, dict[str, int]] = {}
+        for topic in topics:
+            cfg = broker.topics.get(topic)
+            if cfg is None:
+                return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{topic}] not exist")
+            # like the real broker: an online group only reports topics it still subscribes to
+            if info is not None and info.subscriptions and topic not in info.subscriptions:
+                continue
+            for qid in range(cfg.write_queues):
+                consumer = max(store.query_offset(group, topic, qid), 0)
+                table[MessageQueue(topic, broker.name, qid)] = {
+                    "brokerOffset": store.max_offset(topic, qid), "consumerOffset": consumer,
+                    "lastTimestamp": store.store_time(topic, qid, consumer - 1) if consumer > 0 else 0}
+        body = fastjson.dumps({"consumeTps": 0.0, "offsetTable": table}).encode("utf-8")
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)

@@ -1,0 +1,220 @@
+"""EmbeddedCluster: a name server and N brokers in one process, for tests and the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import string
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from ..client.errors import ConfigError
+from ..client.loop_thread import LoopThread
+from ..client.message import MessageExt
+from .bridge import bridged
+from .broker import BrokerSettings, EmbeddedBroker
+from .faults import FaultRule
+from .namesrv import EmbeddedNameServer
+from .store import PERM_RW
+
+log = logging.getLogger(__name__)
+
+
+def broker_name(index: int) -> str:
+    """broker-a, broker-b, ... (broker-26, ... past z)."""
+    return f"broker-{string.ascii_lowercase[index]}" if index < 26 else f"broker-{index}"
+
+
+class EmbeddedCluster:
+    """A RocketMQ-protocol name server plus brokers on 127.0.0.1 (free ports by default).
+
+    Use ``with EmbeddedCluster() as c:`` from synchronous code (the servers run on a
+    private loop thread) or ``async with EmbeddedCluster() as c:`` on the caller's
+    loop. ``c.namesrv_addr`` is what clients need. ``clusters={"c1": 2, "c2": 1}``
+    spreads brokers over several cluster names (``brokers``/``cluster_name`` are
+    then ignored).
+    """
+
+    def __init__(self, brokers: int = 1, queues: int = 8, data_dir: str | None = None, time_scale: float = 1.0,
+                 cluster_name: str = "DefaultCluster", *, clusters: Mapping[str, int] | None = None,
+                 host: str = "127.0.0.1", namesrv_port: int = 0, broker_ports: list[int] | None = None,
+                 fsync: bool = False, lock_expiry: float = 60.0, channel_expiry: float = 120.0,
+                 auto_create_topic: bool = True) -> None:
+        layout = dict(clusters) if clusters is not None else {cluster_name: brokers}
+        total = sum(layout.values()) if layout else 0
+        if not layout or any(not isinstance(n, int) or n < 1 for n in layout.values()):
+            raise ConfigError("brokers", f"every cluster needs at least one broker, got {layout!r}")
+        if not isinstance(queues, int) or not 1 <= queues <= 1024:
+            raise ConfigError("queues", f"must be an integer in [1, 1024], got {queues!r}")
+        if not time_scale > 0:
+            raise ConfigError("time_scale", f"must be > 0, got {time_scale!r}")
+        for knob, value in (("lock_expiry", lock_expiry), ("channel_expiry", channel_expiry)):
+            if not value > 0:
+                raise ConfigError(knob, f"must be > 0 seconds, got {value!r}")
+        if broker_ports is not None and len(broker_ports) != total:
+            raise ConfigError("broker_ports", f"needs {total} ports, got {len(broker_ports)}")
+        self.namesrv = EmbeddedNameServer(host, namesrv_port)
+        self.brokers: list[EmbeddedBroker] = []
+        i = 0
+        for cname, count in layout.items():
+            for _ in range(count):
+                settings = BrokerSettings(
+                    name=broker_name(i), cluster=cname, host=host,
+                    port=broker_ports[i] if broker_ports else 0, queues=queues, data_dir=data_dir,
+                    fsync=fsync, time_scale=time_scale, lock_expiry=lock_expiry,
+                    channel_expiry=channel_expiry, auto_create_topic=auto_create_topic)
+                self.brokers.append(EmbeddedBroker(settings))
+                i += 1
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: LoopThread | None = None
+
+    # -- addresses ---------------------------------------------------------------------------
+    @property
+    def namesrv_addr(self) -> str:
+        return self.namesrv.addr
+
+    def broker(self, name: str) -> EmbeddedBroker:
+        for b in self.brokers:
+            if b.name == name:
+                return b
+        raise KeyError(f"no broker named {name!r} (have {[b.name for b in self.brokers]})")
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def astart(self) -> EmbeddedCluster:
+        """Start on the running loop."""
+        self.loop = asyncio.get_running_loop()
+        try:
+            await self.namesrv.start()
+            for b in self.brokers:
+                await b.start()
+                self.namesrv.register(b)
+        except BaseException:
+            await self.astop()
+            raise
+        log.info("embedded cluster up: namesrv=%s brokers=%s", self.namesrv_addr,
+                 ",".join(f"{b.name}@{b.addr}" for b in self.brokers))
+        return self
+
+    async def astop(self) -> None:
+        for b in self.brokers:
+            try:
+                await b.stop()
+            except Exception:
+                log.exception("stopping broker %s failed", b.name)
+        await self.namesrv.stop()
+
+    def start(self) -> EmbeddedCluster:
+        """Start on a private loop thread (synchronous use)."""
+        if self._thread is not None:
+            return self
+        self._thread = LoopThread("embedded-rocketmq")
+        try:
+            self._thread.run(self.astart(), timeout=60)
+        except BaseException:
+            self._thread.stop()
+            self._thread = None
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop everything (idempotent)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        try:
+            thread.run(self.astop(), timeout=60)
+        finally:
+            thread.stop()
+
+    def __enter__(self) -> EmbeddedCluster:  # noqa: PYI034 - Self needs Python 3.11
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> EmbeddedCluster:  # noqa: PYI034
+        return await self.astart()
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.astop()
+
+    # -- control (bridged: sync, or awaitable from any loop) ---------------------------------------
+    @bridged
+    async def create_topic(self, topic: str, queues: int | None = None, *, brokers: list[str] | None = None,
+                           perm: int = PERM_RW, order: bool = False) -> None:
+        """Create ``topic`` on every broker (or the named ones) with ``queues`` read/write queues."""
+        for b in self.brokers:
+            if brokers is None or b.name in brokers:
+                b.create_topic(topic, queues, queues, perm, order=order)
+
+    @bridged
+    async def stop_broker(self, name: str) -> None:
+        await self.broker(name).stop()
+
+    @bridged
+    async def start_broker(self, name: str) -> None:
+        await self.broker(name).start()
+
+    @bridged
+    async def restart_broker(self, name: str) -> None:
+        """Stop and start a broker on the same port with the same data."""
+        await self.broker(name).restart()
+
+    @bridged
+    async def close_client_connections(self, client_id: str | None = None) -> int:
+        """Abort client connections on every broker (all, or one client id's); returns how many."""
+        n = 0
+        for b in self.brokers:
+            if b.running:
+                n += await b.close_client_connections(client_id)
+        return n
+
+    # -- faults --------------------------------------------------------------------------------
+    def _targets(self, broker: str | None) -> list[EmbeddedBroker]:
+        return [self.broker(broker)] if broker is not None else list(self.brokers)
+
+    def delay_responses(self, code: int | None, seconds: float, *, times: int | None = None,
+                        broker: str | None = None) -> list[FaultRule]:
+        return [b.faults.delay_responses(code, seconds, times) for b in self._targets(broker)]
+
+    def drop_responses(self, code: int | None, *, times: int | None = None,
+                       broker: str | None = None) -> list[FaultRule]:
+        return [b.faults.drop_responses(code, times) for b in self._targets(broker)]
+
+    def system_busy(self, code: int | None, *, times: int | None = None, broker: str | None = None) -> list[FaultRule]:
+        return [b.faults.system_busy(code, times) for b in self._targets(broker)]
+
+    def flow_control(self, code: int | None, *, times: int | None = None,
+                     broker: str | None = None) -> list[FaultRule]:
+        return [b.faults.flow_control(code, times) for b in self._targets(broker)]
+
+    def clear_faults(self) -> None:
+        for b in self.brokers:
+            b.faults.clear()
+
+    # -- views ------------------------------------------------------------------------------------
+    def messages(self, topic: str) -> list[MessageExt]:
+        """Every stored message of ``topic`` across brokers (broker, then queue order)."""
+        out: list[MessageExt] = []
+        for b in self.brokers:
+            out.extend(b.messages(topic))
+        return out
+
+    def max_offsets(self, topic: str) -> dict[tuple[str, int], int]:
+        """(broker name, queue id) -> max offset for every queue of ``topic``."""
+        out: dict[tuple[str, int], int] = {}
+        for b in self.brokers:
+            cfg = b.topics.get(topic) if b.store is not None else None
+            if cfg is not None:
+                for qid in range(cfg.read_queues):
+                    out[(b.name, qid)] = b.max_offset(topic, qid)
+        return out
+
+    def committed_offsets(self, group: str, topic: str) -> dict[tuple[str, int], int]:
+        """(broker name, queue id) -> committed offset (-1: none) for every queue of ``topic``."""
+        return {key: self.broker(key[0]).committed_offset(group, topic, key[1]) for key in self.max_offsets(topic)}
+
+    def describe(self) -> dict[str, Any]:
+        return {"namesrv": self.namesrv_addr, "brokers": [b.describe() for b in self.brokers]}

@@ -1,0 +1,138 @@
+"""EmbeddedNameServer: topic routes and cluster info for the embedded brokers.
+
+Brokers register in-process (no REGISTER_BROKER round trip): the name server
+reads each running broker's topic table at query time, so a topic created or
+auto-created on a broker is routable at once (a real name server learns it at
+the broker's next 30 s registration). A stopped broker is unregistered, as a
+broker shutting down cleanly unregisters itself.
+
+Route bodies follow the real 4.9.x name server: standard JSON (``"0"`` keys) when
+the request version is >= 401 (V4_9_4) or carries ``acceptStandardJsonOnly=true``,
+fastjson's bare integer keys otherwise; cluster info always uses bare keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..client.remoting import fastjson
+from ..client.remoting.codes import ResponseCode
+from ..client.remoting.command import RemotingCommand
+from ..client.remoting.connection import Handler, RemotingProtocol
+from .headers import FAQ_SUFFIX, HeaderError, opt_bool, req_str
+
+if TYPE_CHECKING:
+    from .broker import EmbeddedBroker
+
+log = logging.getLogger(__name__)
+
+STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
+
+
+class EmbeddedNameServer:
+    """A name server that knows the brokers registered with `register`."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+        self.brokers: list[EmbeddedBroker] = []
+        self.conns: set[RemotingProtocol] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self.handlers: dict[int, Handler] = {105: self._guard(self.route_by_topic),
+                                             106: self._guard(self.cluster_info),
+                                             206: self._guard(self.all_topics)}
+
+    @property
+    def addr(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def register(self, broker: EmbeddedBroker) -> None:
+        if broker not in self.brokers:
+            self.brokers.append(broker)
+
+    def unregister(self, broker: EmbeddedBroker) -> None:
+        if broker in self.brokers:
+            self.brokers.remove(broker)
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._make_protocol, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("name server listening on %s", self.addr)
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        conns = list(self.conns)
+        for conn in conns:
+            if conn.transport is not None:
+                conn.transport.abort()
+        await asyncio.gather(*(c.wait_closed() for c in conns), return_exceptions=True)
+        await server.wait_closed()
+
+    def _make_protocol(self) -> RemotingProtocol:
+        proto = RemotingProtocol(self.handlers, name="namesrv-server", on_close=self.conns.discard,
+                                 response_language="JAVA")
+        self.conns.add(proto)
+        return proto
+
+    @staticmethod
+    def _guard(handler: Handler) -> Handler:
+        async def guarded(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
+            try:
+                return await handler(conn, cmd)
+            except HeaderError as exc:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        return guarded
+
+    def _live(self) -> list[EmbeddedBroker]:
+        return [b for b in self.brokers if b.running]
+
+    @staticmethod
+    def _broker_data(broker: EmbeddedBroker, standard: bool) -> dict[str, Any]:
+        addrs: dict[Any, str] = {"0": broker.addr} if standard else {0: broker.addr}
+        return {"brokerAddrs": addrs, "brokerName": broker.name, "cluster": broker.cluster}
+
+    def route(self, topic: str, *, standard: bool = True) -> bytes | None:
+        """TopicRouteData JSON for ``topic``, or None when no running broker has it."""
+        queue_datas = []
+        broker_datas = []
+        for broker in self._live():
+            cfg = broker.topics.get(topic)
+            if cfg is None:
+                continue
+            queue_datas.append({"brokerName": broker.name, "perm": cfg.perm, "readQueueNums": cfg.read_queues,
+                                "topicSysFlag": cfg.topic_sys_flag, "writeQueueNums": cfg.write_queues})
+            broker_datas.append(self._broker_data(broker, standard))
+        if not queue_datas:
+            return None
+        body = {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
+        return fastjson.dumps(body).encode("utf-8")
+
+    async def route_by_topic(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        topic = req_str(cmd, "topic")
+        standard = cmd.version >= STANDARD_JSON_VERSION or opt_bool(cmd, "acceptStandardJsonOnly")
+        body = self.route(topic, standard=standard)
+        if body is None:
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST,
+                                     remark=f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}")
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def cluster_info(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        table: dict[str, Any] = {}
+        clusters: dict[str, list[str]] = {}
+        for broker in self._live():
+            table[broker.name] = self._broker_data(broker, standard=False)
+            clusters.setdefault(broker.cluster, []).append(broker.name)
+        body = fastjson.dumps({"brokerAddrTable": table, "clusterAddrTable": clusters}).encode("utf-8")
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def all_topics(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        topics = sorted({t for b in self._live() for t in b.topics})
+        return cmd.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}).encode())

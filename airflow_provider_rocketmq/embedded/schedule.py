@@ -1,0 +1,110 @@
+"""Delayed delivery (ScheduleMessageService): the retry back-off of send-back.
+
+A message with a DELAY level is stored in ``SCHEDULE_TOPIC_XXXX`` queue
+``level - 1`` with REAL_TOPIC / REAL_QID properties, and re-stored into its real
+queue once ``delay(level) * time_scale`` has passed since it was stored. The
+per-level delivery progress is a consumer offset of the reserved group
+``%SCHEDULE%`` (so it survives a restart with the rest of the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..client.message import (
+    PROPERTY_REAL_QID,
+    PROPERTY_REAL_TOPIC,
+    decode_messages,
+    properties_to_string,
+)
+
+if TYPE_CHECKING:
+    from .broker import EmbeddedBroker
+
+log = logging.getLogger(__name__)
+
+# MessageStoreConfig.messageDelayLevel: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+MAX_DELAY_LEVEL = len(DELAY_LEVELS_S)
+PROGRESS_GROUP = "%SCHEDULE%"
+
+
+class ScheduleService:
+    """Moves due messages from the schedule topic to their real queues."""
+
+    def __init__(self, broker: EmbeddedBroker) -> None:
+        self.broker = broker
+        self._wake = asyncio.Event()
+
+    def delay_ms(self, level: int) -> float:
+        return DELAY_LEVELS_S[level - 1] * 1000.0 * self.broker.settings.time_scale
+
+    def on_arrival(self, topic: str, queue_id: int, tags_code: int) -> None:
+        from .broker import SCHEDULE_TOPIC
+
+        if topic == SCHEDULE_TOPIC:
+            self._wake.set()
+
+    async def run(self) -> None:
+        self._wake = asyncio.Event()  # bound to the running loop
+        while True:
+            try:
+                wait = self.deliver_due()
+            except Exception:  # never let one bad record stop delivery for good
+                log.exception("broker %s: delayed delivery failed", self.broker.name)
+                wait = 1.0
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=wait)
+            except asyncio.TimeoutError:
+                pass
+
+    def deliver_due(self) -> float:
+        """Deliver every due message; return seconds until the next one is due (max 60)."""
+        from .broker import SCHEDULE_TOPIC
+
+        store = self.broker.store
+        if store is None:
+            return 1.0
+        now = time.time() * 1000
+        next_due = now + 60_000
+        for level in range(1, MAX_DELAY_LEVEL + 1):
+            cq = store.get_queue(SCHEDULE_TOPIC, level - 1)
+            if cq is None:
+                continue
+            progress = max(store.query_offset(PROGRESS_GROUP, SCHEDULE_TOPIC, level - 1), cq.min_offset)
+            start = progress
+            delay = self.delay_ms(level)
+            while progress < cq.max_offset:
+                due = cq.store_ts[progress] + delay
+                if due > now:
+                    next_due = min(next_due, due)
+                    break
+                self._deliver(cq.records[progress])
+                progress += 1
+            if progress != start:
+                store.commit_offset(PROGRESS_GROUP, SCHEDULE_TOPIC, level - 1, progress)
+        return max(0.0, (next_due - time.time() * 1000) / 1000.0)
+
+    def _deliver(self, record: bytes) -> None:
+        store = self.broker.store
+        assert store is not None
+        (msg,) = decode_messages(record, decompress_body=False)
+        props = msg.properties
+        topic = props.get(PROPERTY_REAL_TOPIC)
+        try:
+            queue_id = int(props.get(PROPERTY_REAL_QID, "0"))
+        except ValueError:
+            queue_id = 0
+        if not topic:
+            log.warning("broker %s: delayed message without REAL_TOPIC dropped", self.broker.name)
+            return
+        cfg = self.broker.ensure_topic(topic, 1)
+        if queue_id >= cfg.write_queues:
+            queue_id = 0
+        store.put_message(topic, queue_id, msg.body, properties_to_string(props), flag=msg.flag,
+                          sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+                          reconsume_times=msg.reconsume_times)

@@ -1,0 +1,250 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+CONSUMER_SEND_MSG_BACK (36).
+
+Stored properties follow the real broker: single sends drop WAIT and gain
+CLUSTER; batch items keep their own properties and get the batch header's
+properties (WAIT=true plus CLUSTER) appended. A send to ``%RETRY%<group>`` whose
+reconsumeTimes reached maxReconsumeTimes goes to ``%DLQ%<group>`` instead. A
+message with a DELAY level is parked in the schedule topic (see schedule.py).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from ..client.errors import MessageDecodeError
+from ..client.message import (
+    MAX_PROPERTIES_LEN,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_QID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_WAIT,
+    decode_batch,
+    properties_to_string,
+    string_to_properties,
+)
+from ..client.remoting.codes import ResponseCode
+from ..client.remoting.command import RemotingCommand
+from ..client.remoting.connection import Handler, RemotingProtocol
+from .broker import (
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    validate_topic,
+)
+from .headers import FAQ_SUFFIX, HeaderError, opt_int, opt_str, req_int, req_str, send_header
+from .schedule import MAX_DELAY_LEVEL
+from .store import PERM_RW, PERM_WRITE, PutResult, TopicConfig
+
+if TYPE_CHECKING:
+    from .broker import EmbeddedBroker
+
+
+class _SendError(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendHandlers:
+    """The produce side of one broker."""
+
+    def __init__(self, broker: EmbeddedBroker) -> None:
+        self.broker = broker
+
+    def handlers(self) -> dict[int, Handler]:
+        return {10: self.send_message, 310: self.send_message, 320: self.send_batch,
+                36: self.send_back}
+
+    # -- helpers ------------------------------------------------------------------------
+    def _check_topic(self, conn: RemotingProtocol, topic: str, queue_id: int) -> tuple[TopicConfig, int]:
+        """msgCheck: topic name, auto-creation, permission and queue id; returns the queue to use."""
+        broker = self.broker
+        bad = validate_topic(topic)
+        if bad is not None:
+            raise _SendError(ResponseCode.SYSTEM_ERROR, bad)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise _SendError(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        cfg = broker.topics.get(topic)
+        if cfg is None:
+            if topic.startswith(RETRY_PREFIX):
+                cfg = broker.ensure_topic(topic, 1)
+            elif broker.settings.auto_create_topic:
+                cfg = broker.ensure_topic(topic, broker.settings.queues)
+            else:
+                raise _SendError(ResponseCode.TOPIC_NOT_EXIST,
+                                 f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}")
+        if not cfg.perm & PERM_WRITE:
+            raise _SendError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        if queue_id >= max(cfg.write_queues, cfg.read_queues):
+            raise _SendError(ResponseCode.SYSTEM_ERROR,
+                             f"request queueId[{queue_id}] is illegal, {cfg} Producer: {conn.peer}")
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, cfg.write_queues))
+        return cfg, queue_id
+
+    def _dlq_topic(self, group: str) -> str:
+        topic = DLQ_PREFIX + group
+        # 4.9.x creates DLQs write-only in one path and read-write in another; read-write lets
+        # tests and the demo consume dead letters without an admin step.
+        self.broker.ensure_topic(topic, 1, PERM_RW)
+        return topic
+
+    def store(self, topic: str, queue_id: int, body: bytes, props: dict[str, str], *, flag: int,
+              sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int) -> PutResult:
+        """Store one message, parking it in the schedule topic when it has a DELAY level."""
+        store = self.broker.store
+        assert store is not None
+        level = 0
+        raw_delay = props.get(PROPERTY_DELAY)
+        if raw_delay and not topic.startswith(DLQ_PREFIX):
+            try:
+                level = int(raw_delay)
+            except ValueError:
+                level = 0
+        if level > 0:
+            level = min(level, MAX_DELAY_LEVEL)
+            props[PROPERTY_REAL_TOPIC] = topic
+            props[PROPERTY_REAL_QID] = str(queue_id)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+        text = properties_to_string(props)
+        if len(text.encode("utf-8")) > MAX_PROPERTIES_LEN:
+            raise _SendError(ResponseCode.MESSAGE_ILLEGAL, f"the message properties length is too long, "
+                                                           f"max: {MAX_PROPERTIES_LEN}")
+        return store.put_message(topic, queue_id, body, text, flag=flag, sys_flag=sys_flag,
+                                 born_timestamp=born_timestamp, born_host=born_host,
+                                 reconsume_times=reconsume_times)
+
+    def _response(self, cmd: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, {
+            "msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset),
+            "MSG_REGION": self.broker.settings.region, "TRACE_ON": "true"})
+
+    # -- SEND_MESSAGE / V2 -------------------------------------------------------------------
+    async def send_message(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        h = send_header(cmd)
+        view = RemotingCommand(cmd.code, h)
+        try:
+            req_str(view, "producerGroup")
+            topic = req_str(view, "topic")
+            req_str(view, "defaultTopic")
+            req_int(view, "defaultTopicQueueNums")
+            queue_id = req_int(view, "queueId")
+            sys_flag = req_int(view, "sysFlag")
+            born_ts = req_int(view, "bornTimestamp")
+            flag = req_int(view, "flag")
+            reconsume = opt_int(view, "reconsumeTimes", 0)
+            body = cmd.body or b""
+            if len(body) > self.broker.settings.max_message_size:
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"the message body size over max value, MAX: {self.broker.settings.max_message_size}")
+            _, queue_id = self._check_topic(conn, topic, queue_id)
+            props = string_to_properties(opt_str(view, "properties") or "")
+            if topic.startswith(RETRY_PREFIX):
+                group = topic[len(RETRY_PREFIX):]
+                gcfg = self.broker.group_config(group)
+                if gcfg is None:
+                    raise _SendError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                     f"subscription group not exist, {group}{FAQ_SUFFIX}")
+                max_times = opt_int(view, "maxReconsumeTimes", gcfg.retry_max_times)
+                if reconsume >= max_times:
+                    topic = self._dlq_topic(group)
+                    queue_id = 0
+                    props.pop(PROPERTY_DELAY, None)
+            props.pop(PROPERTY_WAIT, None)
+            props[PROPERTY_CLUSTER] = self.broker.cluster
+            put = self.store(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
+                             born_host=conn.peer, reconsume_times=reconsume)
+        except _SendError as exc:
+            return cmd.make_response(exc.code, {}, remark=exc.remark)
+        return self._response(cmd, put.msg_id, queue_id, put.queue_offset)
+
+    # -- SEND_BATCH_MESSAGE ---------------------------------------------------------------------
+    async def send_batch(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        view = RemotingCommand(cmd.code, send_header(cmd))
+        try:
+            req_str(view, "producerGroup")
+            topic = req_str(view, "topic")
+            queue_id = req_int(view, "queueId")
+            sys_flag = req_int(view, "sysFlag")
+            born_ts = req_int(view, "bornTimestamp")
+            if topic.startswith(RETRY_PREFIX):
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
+            body = cmd.body or b""
+            if len(body) > self.broker.settings.max_message_size:
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"the message body size over max value, MAX: {self.broker.settings.max_message_size}")
+            try:
+                items = decode_batch(body)
+            except MessageDecodeError as exc:
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}") from None
+            if not items:
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+            batch_props = string_to_properties(opt_str(view, "properties") or "")
+            if batch_props.get(PROPERTY_DELAY, "0") not in ("", "0"):
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch message can not be delayed")
+            _, queue_id = self._check_topic(conn, topic, queue_id)
+            suffix = properties_to_string({PROPERTY_CLUSTER: self.broker.cluster, **batch_props})
+            staged = []
+            for item in items:
+                text = properties_to_string(item.properties)
+                text = f"{text}\x02{suffix}" if text else suffix
+                staged.append((item.body, text, item.flag, sys_flag, born_ts))
+            assert self.broker.store is not None
+            results = self.broker.store.put_messages(topic, queue_id, staged, born_host=conn.peer)
+        except _SendError as exc:
+            return cmd.make_response(exc.code, {}, remark=exc.remark)
+        except HeaderError:
+            raise
+        return self._response(cmd, ",".join(r.msg_id for r in results), queue_id, results[0].queue_offset)
+
+    # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------------
+    async def send_back(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        store = broker.store
+        assert store is not None
+        offset = req_int(cmd, "offset")
+        group = req_str(cmd, "group")
+        delay_level = req_int(cmd, "delayLevel")
+        gcfg = broker.group_config(group)
+        if gcfg is None:
+            return cmd.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                     remark=f"subscription group not exist, {group} {FAQ_SUFFIX}")
+        if gcfg.retry_queues <= 0:
+            return cmd.make_response(ResponseCode.SUCCESS)
+        retry_topic = RETRY_PREFIX + group
+        cfg = broker.ensure_topic(retry_topic, gcfg.retry_queues)
+        if not cfg.perm & PERM_WRITE:
+            return cmd.make_response(ResponseCode.NO_PERMISSION,
+                                     remark=f"the topic[{retry_topic}] sending message is forbidden")
+        msg = store.message_at(offset)
+        if msg is None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"look message by offset failed, {offset}")
+        props = dict(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        props[PROPERTY_WAIT] = "false"
+        max_times = opt_int(cmd, "maxReconsumeTimes", gcfg.retry_max_times)
+        if msg.reconsume_times >= max_times or delay_level < 0:
+            topic = self._dlq_topic(group)
+            queue_id = 0
+            props.pop(PROPERTY_DELAY, None)
+        else:
+            if delay_level == 0:
+                delay_level = 3 + msg.reconsume_times
+            props[PROPERTY_DELAY] = str(delay_level)
+            topic = retry_topic
+            queue_id = random.randrange(max(1, gcfg.retry_queues))
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.offset_msg_id)
+        try:
+            self.store(topic, queue_id, msg.body, props, flag=msg.flag, sys_flag=msg.sys_flag,
+                       born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+                       reconsume_times=msg.reconsume_times + 1)
+        except _SendError as exc:
+            return cmd.make_response(exc.code, remark=exc.remark)
+        return cmd.make_response(ResponseCode.SUCCESS)

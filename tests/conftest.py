@@ -1,0 +1,40 @@
+"""Shared fixtures for every test directory.
+
+``embedded_cluster`` yields a started `EmbeddedCluster` (one broker, 8 queues,
+free ports) running on its own loop thread, so the same fixture serves sync
+tests and async tests (clients on the test's loop talk to it over 127.0.0.1).
+Its control methods (``restart_broker``, ``close_client_connections``, ...) block
+in sync tests and must be awaited in async tests.
+
+``embedded_cluster_factory(**kwargs)`` starts clusters with other settings
+(``brokers=2``, ``time_scale=0.01``, ``data_dir=...``) and stops them afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from airflow_provider_rocketmq.embedded import EmbeddedCluster
+
+
+@pytest.fixture
+def embedded_cluster() -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def embedded_cluster_factory() -> Iterator[Callable[..., EmbeddedCluster]]:
+    started: list[EmbeddedCluster] = []
+
+    def make(**kwargs: object) -> EmbeddedCluster:
+        cluster = EmbeddedCluster(**kwargs)  # type: ignore[arg-type]
+        cluster.start()
+        started.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in reversed(started):
+        cluster.stop()
