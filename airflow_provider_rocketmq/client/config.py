@@ -26,6 +26,19 @@ _SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "O
 _SECRET_FIELDS = frozenset({"secret_key", "security_token"})
 _ADDR_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})$")
 _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_\-.#@:]+$")
+TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_\-]+$")  # Java Validators.VALID_PATTERN_STR
+MAX_TOPIC_LEN = 127
+
+
+def check_topic(topic: object, field_name: str = "topic") -> str:
+    """A valid topic or group name (Java Validators), else ConfigError naming ``field_name``."""
+    if not isinstance(topic, str) or not topic:
+        raise ConfigError(field_name, "must be a non-empty string")
+    if len(topic) > MAX_TOPIC_LEN:
+        raise ConfigError(field_name, f"{topic[:20]!r}... is longer than {MAX_TOPIC_LEN} characters")
+    if not TOPIC_RE.match(topic):
+        raise ConfigError(field_name, f"{topic!r} may only contain letters, digits, '%', '|', '_' and '-'")
+    return topic
 
 
 def detect_client_ip() -> str:

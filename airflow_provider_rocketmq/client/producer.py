@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import time
 import zlib
 from collections.abc import Iterable, Sequence
@@ -28,7 +27,7 @@ from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from .config import RETRY_PREFIX, ClientConfig
+from .config import RETRY_PREFIX, ClientConfig, check_topic
 from .errors import (
     BrokerError,
     ClientStateError,
@@ -67,7 +66,6 @@ DEFAULT_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # Java DefaultMQProducer.maxMessageSize
 ZLIB_LEVEL = 5  # Java compressMsgBodyOverHowmuch + Deflater(level 5)
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_\-]+$")
 # Stored-but-not-flushed answers: the message is safe in the broker's memory,
 # Java reports them as a SendStatus, not as an error, and never resends them.
 _STORED_CODES: dict[int, str] = {
@@ -117,13 +115,7 @@ def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:
     """Java Validators.checkMessage: topic name and body size, as ConfigError naming the field."""
     if not isinstance(msg, Message):
         raise ConfigError("message", f"expected a Message, got {type(msg).__name__}")
-    topic = msg.topic
-    if not topic or not isinstance(topic, str):
-        raise ConfigError("topic", "must not be empty")
-    if len(topic) > 127:
-        raise ConfigError("topic", f"{topic[:20]!r}... is longer than 127 characters")
-    if not _TOPIC_RE.match(topic):
-        raise ConfigError("topic", f"{topic!r} may only contain letters, digits, '%', '|', '_' and '-'")
+    topic = check_topic(msg.topic)
     if topic == DEFAULT_TOPIC:
         raise ConfigError("topic", f"{DEFAULT_TOPIC} is reserved by the broker")
     if not msg.body:

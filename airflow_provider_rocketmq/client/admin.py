@@ -1,0 +1,312 @@
+"""Admin: topics, offsets, consumer groups, stats and lag (what mqadmin does, as an API).
+
+Sensors and triggers use this without joining the group (no heartbeat), so they
+never take queues away from the real consumers. All RPCs here are reads or
+idempotent writes (create topic, set an offset), retried with tenacity on
+retriable errors by the shared `MQClient` helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from .admin_bodies import ConsumerConnection, ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
+from .config import RETRY_PREFIX, ClientConfig, check_topic
+from .errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
+from .lag import LagSnapshot, from_consume_stats, from_offsets
+from .loop_thread import LoopThread
+from .mqclient import MQClient, retry_idempotent
+from .queue import MessageQueue
+from .remoting.codes import RequestCode, ResponseCode
+from .remoting.command import RemotingCommand
+from .route import PERM_READ, PERM_WRITE
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# Answers meaning "this broker has no stats for the group" rather than a failure.
+_NO_STATS_CODES = frozenset({ResponseCode.SYSTEM_ERROR, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                             ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
+_PARALLEL = 16  # concurrent per-queue RPCs; enough for hundreds of queues, gentle on brokers
+
+
+async def _bounded_gather(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
+    sem = asyncio.Semaphore(_PARALLEL)
+
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
+        async with sem:
+            return await call()
+    return list(await asyncio.gather(*(one(c) for c in calls)))
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+class AsyncAdmin:
+    """asyncio admin client; owns an `MQClient` unless one is passed in."""
+
+    def __init__(self, config: ClientConfig | None = None, mqclient: MQClient | None = None) -> None:
+        self._own_client = mqclient is None
+        self.client = mqclient if mqclient is not None else MQClient(config)
+        self.config = self.client.config
+
+    async def start(self) -> AsyncAdmin:
+        await self.client.start()
+        return self
+
+    async def close(self) -> None:
+        if self._own_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> AsyncAdmin:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _display(self, topic: str) -> str:
+        return self.config.without_namespace(topic)
+
+    # -- topics -------------------------------------------------------------------
+    async def create_topic(self, topic: str, queues: int = 8, cluster: str | None = None, *,
+                           perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:
+        """Create or update ``topic`` on every master of ``cluster``; returns the broker names.
+
+        Without ``cluster`` the only cluster is used (or ``DefaultCluster`` when there are several).
+        """
+        check_topic(topic)
+        if isinstance(queues, bool) or not isinstance(queues, int) or not 1 <= queues <= 1024:
+            raise ConfigError("queues", f"must be an integer in [1, 1024], got {queues!r}")
+        info = await self.client.get_cluster_info()
+        if cluster is None:
+            names = sorted(info.cluster_addr_table)
+            if not names:
+                raise RouteNotFoundError("the name server knows no cluster (is a broker registered?)")
+            if len(names) > 1 and "DefaultCluster" not in names:
+                raise ConfigError("cluster", f"several clusters exist ({', '.join(names)}); name one")
+            cluster = names[0] if len(names) == 1 else "DefaultCluster"
+        masters = info.master_addrs(cluster)
+        if not masters:
+            raise RouteNotFoundError(f"cluster {cluster!r} has no master broker")
+        header = {"topic": self.client.ns(topic), "defaultTopic": "TBW102", "readQueueNums": queues,
+                  "writeQueueNums": queues, "perm": perm, "topicFilterType": "SINGLE_TAG",
+                  "topicSysFlag": 0, "order": order}
+
+        async def create(addr: str) -> None:
+            await retry_idempotent(lambda: self.client.invoke_ok(
+                addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)))
+        await asyncio.gather(*(create(a) for a in masters.values()))
+        log.info("topic %s created/updated on %s (%d queues)", topic, ", ".join(sorted(masters)), queues)
+        return sorted(masters)
+
+    async def topic_queues(self, topic: str) -> list[MessageQueue]:
+        """Readable queues of a topic, sorted like Java (fresh route)."""
+        route = await self.client.get_route(topic, refresh=True)
+        return [MessageQueue(self._display(mq.topic), mq.broker_name, mq.queue_id)
+                for mq in route.subscribe_queues(self.client.ns(topic))]
+
+    # -- offsets ------------------------------------------------------------------
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self.client.max_offset(mq)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self.client.min_offset(mq)
+
+    async def search_offset(self, mq: MessageQueue, ts: int) -> int:
+        """First offset stored at or after ``ts`` (epoch milliseconds)."""
+        return await self.client.search_offset(mq, ts)
+
+    async def committed_offset(self, group: str, mq: MessageQueue) -> int:
+        """The group's committed offset on ``mq``; -1 when none is stored."""
+        return await self.client.query_consumer_offset(mq, group)
+
+    async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ConfigError("offset", f"must be a non-negative integer, got {offset!r}")
+        await self.client.update_consumer_offset(mq, group, offset)
+
+    async def high_water_marks(self, topic: str) -> dict[MessageQueue, int]:
+        """Max offset of every readable queue of ``topic`` (a window's end)."""
+        queues = await self.topic_queues(topic)
+        offsets = await _bounded_gather([partial(self.client.max_offset, mq) for mq in queues])
+        return dict(zip(queues, offsets))
+
+    async def committed_offsets(self, group: str, topic: str) -> dict[MessageQueue, int]:
+        queues = await self.topic_queues(topic)
+        offsets = await _bounded_gather([partial(self.client.query_consumer_offset, mq, group)
+                                         for mq in queues])
+        return dict(zip(queues, offsets))
+
+    # -- consumer groups -------------------------------------------------------------
+    async def consumer_ids(self, group: str) -> list[str]:
+        """Client ids of the group's online members (empty when none is online)."""
+        try:
+            return sorted(await self.client.consumer_ids(group, retry_topic(group)))
+        except (RouteNotFoundError, SystemError_):
+            return []
+
+    async def consumer_connections(self, group: str) -> ConsumerConnection:
+        """Who is connected in the group; ConsumerNotOnlineError (206) when nobody is."""
+        async def call() -> ConsumerConnection:
+            addr = await self.client.find_broker_addr_by_topic(retry_topic(group))
+            resp = await self.client.invoke_ok(addr, RemotingCommand.request(
+                RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": self.client.ns(group)}))
+            return ConsumerConnection.from_body(resp.body)
+        return await retry_idempotent(call)
+
+    async def _group_brokers(self, group: str) -> list[str]:
+        route = await self.client.get_route(retry_topic(group), refresh=True)
+        return sorted({a for b in route.broker_datas if (a := b.select_addr()) is not None})
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS from every broker of ``%RETRY%<group>``, merged (tps summed)."""
+        header: dict[str, Any] = {"consumerGroup": self.client.ns(group)}
+        if topic is not None:
+            header["topic"] = self.client.ns(topic)
+
+        async def one(addr: str) -> ConsumeStats:
+            resp = await retry_idempotent(lambda: self.client.invoke_ok(
+                addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, header)))
+            return ConsumeStats.from_body(resp.body)
+        parts = await asyncio.gather(*(one(a) for a in await self._group_brokers(group)))
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for p in parts:
+            table.update(p.offset_table)
+        return ConsumeStats(table, sum(p.consume_tps for p in parts))
+
+    async def topic_stats(self, topic: str) -> TopicStatsTable:
+        """GET_TOPIC_STATS_INFO from every broker of the topic, merged."""
+        route = await self.client.get_route(topic, refresh=True)
+        addrs = sorted({a for b in route.broker_datas if (a := b.select_addr()) is not None})
+        header = {"topic": self.client.ns(topic)}
+
+        async def one(addr: str) -> TopicStatsTable:
+            resp = await retry_idempotent(lambda: self.client.invoke_ok(
+                addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, header)))
+            return TopicStatsTable.from_body(resp.body)
+        table: dict[MessageQueue, TopicOffset] = {}
+        for part in await asyncio.gather(*(one(a) for a in addrs)):
+            table.update(part.offset_table)
+        return TopicStatsTable(table)
+
+    async def lag(self, group: str, topic: str | None = None) -> LagSnapshot:
+        """Per-queue lag and totals, the figures of ``mqadmin consumerProgress -g group``.
+
+        Uses GET_CONSUME_STATS; a group without stats (never committed, or no
+        ``%RETRY%`` route yet) falls back to max offsets + committed offsets,
+        which needs ``topic``.
+        """
+        if not group or not isinstance(group, str):
+            raise ConfigError("group", "must be a non-empty consumer group name")
+        try:
+            stats = await self.consume_stats(group, topic)
+            snapshot = from_consume_stats(group, topic, [stats], self._display)
+            if snapshot.queues:
+                return snapshot
+        except RouteNotFoundError:
+            pass  # no %RETRY% route: the group never registered
+        except BrokerError as exc:
+            if exc.code not in _NO_STATS_CODES:
+                raise
+            log.info("no consume stats for %s (%s); using offsets", group, exc)
+        if topic is None:
+            raise RouteNotFoundError(f"consumer group {group!r} has no consume stats on any broker "
+                                     "(nothing committed yet); name a topic to compute lag from offsets")
+        return await self._lag_from_offsets(group, topic)
+
+    async def _lag_from_offsets(self, group: str, topic: str) -> LagSnapshot:
+        queues = await self.topic_queues(topic)
+
+        async def row(mq: MessageQueue) -> tuple[MessageQueue, int, int, int]:
+            max_off = await self.client.max_offset(mq)
+            committed = await self.client.query_consumer_offset(mq, group)
+            min_off = await self.client.min_offset(mq) if committed < 0 else 0
+            return mq, max_off, committed, min_off
+        rows = await _bounded_gather([partial(row, mq) for mq in queues])
+        return from_offsets(group, topic, rows, self._display)
+
+
+class Admin:
+    """Synchronous admin facade (context manager) over `AsyncAdmin` on a private loop thread."""
+
+    def __init__(self, config: ClientConfig | None = None, *, timeout: float | None = 60.0) -> None:
+        cfg = (config or ClientConfig()).validate()
+        self._timeout = timeout
+        self._loop = LoopThread(name="rocketmq-admin")
+        try:
+            self._admin: AsyncAdmin = self._loop.run(_make_admin(cfg))
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run(coro, self._timeout)
+
+    def create_topic(self, topic: str, queues: int = 8, cluster: str | None = None, *,
+                     perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:
+        return self._run(self._admin.create_topic(topic, queues, cluster, perm=perm, order=order))
+
+    def topic_queues(self, topic: str) -> list[MessageQueue]:
+        return self._run(self._admin.topic_queues(topic))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._run(self._admin.max_offset(mq))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._run(self._admin.min_offset(mq))
+
+    def search_offset(self, mq: MessageQueue, ts: int) -> int:
+        return self._run(self._admin.search_offset(mq, ts))
+
+    def committed_offset(self, group: str, mq: MessageQueue) -> int:
+        return self._run(self._admin.committed_offset(group, mq))
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self._run(self._admin.update_consumer_offset(group, mq, offset))
+
+    def high_water_marks(self, topic: str) -> dict[MessageQueue, int]:
+        return self._run(self._admin.high_water_marks(topic))
+
+    def committed_offsets(self, group: str, topic: str) -> dict[MessageQueue, int]:
+        return self._run(self._admin.committed_offsets(group, topic))
+
+    def consumer_ids(self, group: str) -> list[str]:
+        return self._run(self._admin.consumer_ids(group))
+
+    def consumer_connections(self, group: str) -> ConsumerConnection:
+        return self._run(self._admin.consumer_connections(group))
+
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        return self._run(self._admin.consume_stats(group, topic))
+
+    def topic_stats(self, topic: str) -> TopicStatsTable:
+        return self._run(self._admin.topic_stats(topic))
+
+    def lag(self, group: str, topic: str | None = None) -> LagSnapshot:
+        return self._run(self._admin.lag(group, topic))
+
+    def close(self) -> None:
+        """Close connections and stop the loop thread. Idempotent."""
+        try:
+            if self._loop.loop.is_running():
+                self._loop.run(self._admin.close(), 10)
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _make_admin(cfg: ClientConfig) -> AsyncAdmin:
+    return AsyncAdmin(cfg)
+
+
+__all__ = ["Admin", "AsyncAdmin", "LagSnapshot"]
