@@ -200,7 +200,6 @@ async def test_garbage_from_peer_closes_with_protocol_cause() -> None:
         assert conn.transport is not None
         conn.transport.write(b"\x00\x00\x00\x06\x07\x00\x00\x00zz")  # serialize type 7
         arrived.set()
-        return None
 
     peer.on(11, garbage)
     await peer.start()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_rocketmq.client.admin_bodies import ConsumeStats, ConsumerConnection, TopicStatsTable
+from airflow_provider_rocketmq.client.admin_bodies import ConsumerConnection, ConsumeStats, TopicStatsTable
 from airflow_provider_rocketmq.client.errors import FrameTooLargeError, RocketMQError
 from airflow_provider_rocketmq.client.message import (
     decode_batch,

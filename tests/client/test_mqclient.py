@@ -147,7 +147,6 @@ async def test_server_initiated_request_reaches_registered_handler() -> None:
 
     async def on_notify(conn, cmd):  # type: ignore[no-untyped-def]
         await seen.put(cmd.ext["consumerGroup"])
-        return None
 
     client.register_handler(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_notify)
     try:

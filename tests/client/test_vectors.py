@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_rocketmq.client.admin_bodies import (
-    ConsumeStats,
     ConsumerConnection,
+    ConsumeStats,
     TopicStatsTable,
     consume_stats_body,
 )

@@ -1,0 +1,1 @@
+"""Core rocketmq-airflow sub-commands (produce, lag, topic)."""
