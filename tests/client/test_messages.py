@@ -1,0 +1,89 @@
+"""Message codecs beyond the recorded frames: IPv6 hosts, LZ4/ZSTD, property forms, ordering."""
+
+from __future__ import annotations
+
+import sys
+import zlib
+
+import pytest
+
+from airflow_provider_rocketmq.client.errors import CompressionUnavailableError, MessageDecodeError
+from airflow_provider_rocketmq.client.message import (
+    Message,
+    decode_batch,
+    decode_messages,
+    encode_batch,
+    encode_stored_message,
+    make_offset_msg_id,
+    parse_offset_msg_id,
+    string_to_properties,
+)
+from airflow_provider_rocketmq.client.queue import MessageQueue
+
+
+def _stored(body: bytes, sys_flag: int = 0, born: str = "127.0.0.2:5000", store: str = "127.0.0.1:10911",
+            props: str = "TAGS\x01T\x02KEYS\x01a b") -> bytes:
+    return encode_stored_message(topic="Topic", body=body, properties=props, queue_id=1, queue_offset=7,
+                                 commit_log_offset=1234, born_timestamp=1, born_host=born,
+                                 store_timestamp=2, store_host=store, sys_flag=sys_flag)
+
+
+def test_ipv6_hosts_and_offset_msg_id() -> None:
+    raw = _stored(b"x", born="[2001:db8::1]:4000", store="[::1]:10911")
+    (m,) = decode_messages(raw)
+    assert m.sys_flag & 0x30 == 0x30
+    assert m.born_host == "[2001:db8::1]:4000" and m.store_host == "[::1]:10911"
+    assert len(m.offset_msg_id) == 56
+    assert parse_offset_msg_id(m.offset_msg_id) == ("[::1]:10911", 1234)
+    assert parse_offset_msg_id(make_offset_msg_id("127.0.0.1:10911", 1176865714)) == \
+        ("127.0.0.1:10911", 1176865714)
+    with pytest.raises(MessageDecodeError):
+        parse_offset_msg_id("ABC")
+
+
+def test_zlib_lz4_zstd_bodies() -> None:
+    body = b"payload " * 1000
+    (m,) = decode_messages(_stored(zlib.compress(body), sys_flag=0x1))  # legacy: type bits 0 = zlib
+    assert m.body == body
+    lz4_frame = pytest.importorskip("lz4.frame")
+    (m,) = decode_messages(_stored(lz4_frame.compress(body), sys_flag=0x101))
+    assert m.body == body
+    zstandard = pytest.importorskip("zstandard")
+    (m,) = decode_messages(_stored(zstandard.ZstdCompressor().compress(body), sys_flag=0x201))
+    assert m.body == body
+    (m,) = decode_messages(_stored(b"not zlib", sys_flag=0x301), decompress_body=False)
+    assert m.body == b"not zlib"
+    with pytest.raises(MessageDecodeError, match="decompress"):
+        decode_messages(_stored(b"not zlib", sys_flag=0x301))
+
+
+def test_missing_compression_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lz4", None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "lz4.frame", None)
+    with pytest.raises(CompressionUnavailableError, match="install the 'lz4' package"):
+        decode_messages(_stored(b"\x04\x22\x4d\x18", sys_flag=0x101))
+
+
+def test_properties_both_trailing_forms_and_empty_parts() -> None:
+    with_sep = "a\x011\x02b\x012\x02"
+    without = "a\x011\x02b\x012"
+    assert string_to_properties(with_sep) == string_to_properties(without) == {"a": "1", "b": "2"}
+    assert string_to_properties("k\x01\x02\x01v\x02ok\x01yes") == {"ok": "yes"}
+
+
+def test_batch_round_trip_and_message_validation() -> None:
+    msgs = [Message("T", f"b{i}", tags="X", keys=["k", str(i)], properties={"n": "值"}) for i in range(3)]
+    items = decode_batch(encode_batch(msgs))
+    assert [(i.body, i.properties["KEYS"], i.properties["n"]) for i in items] == \
+        [(f"b{i}".encode(), f"k {i}", "值") for i in range(3)]
+    with pytest.raises(ValueError, match="separator"):
+        Message("T", b"x", properties={"bad\x01key": "v"})
+
+
+def test_message_queue_sorts_like_java_and_prints_like_java() -> None:
+    mqs = [MessageQueue("b", "broker-a", 1), MessageQueue("a", "broker-b", 0), MessageQueue("a", "broker-a", 10),
+           MessageQueue("a", "broker-a", 2)]
+    assert sorted(mqs) == [MessageQueue("a", "broker-a", 2), MessageQueue("a", "broker-a", 10),
+                           MessageQueue("a", "broker-b", 0), MessageQueue("b", "broker-a", 1)]
+    assert str(mqs[0]) == "MessageQueue [topic=b, brokerName=broker-a, queueId=1]"
+    assert MessageQueue.from_json(mqs[0].to_json()) == mqs[0]
