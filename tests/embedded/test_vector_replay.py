@@ -25,7 +25,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_rocketmq.client.message import decode_messages, parse_offset_msg_id, properties_to_string
+from airflow_provider_rocketmq.client.message import (
+    decode_messages,
+    parse_offset_msg_id,
+    properties_to_string,
+)
 from airflow_provider_rocketmq.client.remoting import fastjson
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
@@ -163,8 +167,8 @@ def seed_messages(broker: EmbeddedBroker, records: list[dict[str, Any]], phy_map
             if "maxOffset" in resp.ext and req.ext["topic"] not in skip:
                 key = (req.ext["topic"], int(req.ext["queueId"]))
                 lengths[key] = max(lengths[key], int(resp.ext["maxOffset"]))
-    for key, n in lengths.items():
-        wanted[key]  # noqa: B018 - make the queue known even when no message of it was shown
+    for key in lengths:
+        wanted.setdefault(key, {})  # a queue known only from its maxOffset gets fillers
     for (topic, qid), by_offset in sorted(wanted.items()):
         top = max(max(by_offset, default=-1) + 1, lengths.get((topic, qid), 0))
         if top == 0:

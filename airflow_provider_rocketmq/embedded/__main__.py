@@ -1,0 +1,7 @@
+"""``python -m airflow_provider_rocketmq.embedded [--port P] [--brokers N] [--queues Q] [--data-dir D]``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
