@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,7 +99,8 @@ def test_bad_input_is_one_line_error_exit_2(argv: list[str], needle: str,
 def test_unreachable_namesrv_subprocess_exit_2() -> None:
     env = dict(os.environ, NAMESRV_ADDR="127.0.0.1:1")
     proc = subprocess.run([sys.executable, "-m", "airflow_provider_rocketmq.cli", "lag", "--group", "g",
-                           "--topic", "T"], capture_output=True, text=True, timeout=60, env=env, check=False)
+                           "--topic", "T"], capture_output=True, text=True, timeout=60, env=env, check=False,
+                          cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: no name server reachable")
     assert "Traceback" not in proc.stderr and proc.stdout == ""
