@@ -27,6 +27,7 @@ from .errors import (
     broker_error,
 )
 from .queue import MessageQueue
+from .remoting import fastjson
 from .remoting.acl import AclHook
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
@@ -265,15 +266,12 @@ class MQClient:
             addr = await self.find_broker_addr_by_topic(topic)
             resp = await self.invoke_ok(addr, RemotingCommand.request(
                 RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.ns(group)}), timeout)
-            body = json.loads(resp.body or b"{}") if resp.body else {}
+            body = fastjson.loads(resp.body) if resp.body else {}
             ids = body.get("consumerIdList") if isinstance(body, dict) else None
             if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
                 raise ProtocolError("GET_CONSUMER_LIST_BY_GROUP: consumerIdList missing or malformed")
             return ids
-        try:
-            return await retry_idempotent(call)
-        except ValueError as exc:  # json.JSONDecodeError
-            raise ProtocolError(f"GET_CONSUMER_LIST_BY_GROUP body is not JSON: {exc}") from None
+        return await retry_idempotent(call)
 
     async def heartbeat(self, addr: str, heartbeat_data: dict[str, Any],
                         timeout: float | None = None) -> RemotingCommand:

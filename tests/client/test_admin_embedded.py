@@ -164,3 +164,19 @@ def test_sync_facades(embedded_cluster: EmbeddedCluster) -> None:
         assert producer.send(Message("SyncT", b"again"), key="customer-1").queue == r.queue
         assert admin.high_water_marks("SyncT")[r.queue] == 2
         assert admin.lag("nobody", "SyncT").total_lag == 2
+
+
+def test_admin_reconnects_after_broker_drops_connections_and_restarts(
+        embedded_cluster: EmbeddedCluster) -> None:
+    cfg = _cfg(embedded_cluster)
+    with Admin(cfg) as admin, Producer(cfg) as producer:
+        admin.create_topic("Reconn", queues=1)
+        mq = MessageQueue("Reconn", "broker-a", 0)
+        producer.send(Message("Reconn", b"a"), queue=mq)
+        assert admin.max_offset(mq) == 1
+        assert embedded_cluster.close_client_connections() >= 1
+        assert admin.max_offset(mq) == 1  # idempotent read: retried on a fresh connection
+        embedded_cluster.restart_broker("broker-a")
+        admin.update_consumer_offset("g_re", mq, 1)
+        assert admin.committed_offset("g_re", mq) == 1
+        assert admin.lag("g_re", "Reconn").total_lag == 0

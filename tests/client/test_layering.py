@@ -40,7 +40,8 @@ def test_codec_is_sans_io() -> None:
     probe = ("import sys; import airflow_provider_rocketmq.client.remoting.command, "
              "airflow_provider_rocketmq.client.remoting.fastjson; "
              "print(sorted(m for m in ('asyncio', 'socket', 'ssl', 'selectors') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                         check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
 
