@@ -19,7 +19,7 @@ from .config import RETRY_PREFIX, ClientConfig, check_topic
 from .errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
 from .lag import LagSnapshot, from_consume_stats, from_offsets
 from .loop_thread import LoopThread
-from .mqclient import MQClient, retry_idempotent
+from .mqclient import MQClient, retry_idempotent, with_deadline
 from .queue import MessageQueue
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
@@ -245,7 +245,7 @@ class Admin:
             raise
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run(coro, self._timeout)
+        return self._loop.run(with_deadline(coro, self._timeout, "admin call"))
 
     def create_topic(self, topic: str, queues: int = 8, cluster: str | None = None, *,
                      perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:

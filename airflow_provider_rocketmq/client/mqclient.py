@@ -22,6 +22,7 @@ from .errors import (
     BrokerError,
     ClientStateError,
     ProtocolError,
+    RequestTimeoutError,
     RocketMQError,
     RouteNotFoundError,
     broker_error,
@@ -53,6 +54,18 @@ async def retry_idempotent(call: Callable[[], Awaitable[T]], attempts: int = RET
         with attempt:
             return await call()
     raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying re-raises
+
+
+async def with_deadline(coro: Awaitable[T], timeout: float | None, what: str) -> T:
+    """Await ``coro`` within ``timeout`` seconds (None: no limit); cancel it and raise
+    RequestTimeoutError otherwise. Used by the sync facades so a caller's deadline
+    cancels the work on the loop instead of leaving it running."""
+    if timeout is None:
+        return await coro
+    try:
+        return await asyncio.wait_for(coro, timeout)
+    except asyncio.TimeoutError:
+        raise RequestTimeoutError(f"{what} did not finish within {timeout}s") from None
 
 
 class MQClient:

@@ -54,7 +54,7 @@ from .message import (
     new_uniq_id,
     properties_to_string,
 )
-from .mqclient import MQClient
+from .mqclient import MQClient, with_deadline
 from .queue import MessageQueue
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
@@ -400,12 +400,13 @@ class Producer:
     def send(self, msg: Message, queue: MessageQueue | None = None, key: str | None = None,
              timeout: float | None = None) -> SendResult:
         self.start()
-        return self._loop.run(self._producer.send(msg, queue, key), timeout)
+        return self._loop.run(with_deadline(self._producer.send(msg, queue, key), timeout, "send"))
 
     def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
                    key: str | None = None, timeout: float | None = None) -> SendResult:
         self.start()
-        return self._loop.run(self._producer.send_batch(list(msgs), queue, key), timeout)
+        return self._loop.run(with_deadline(self._producer.send_batch(list(msgs), queue, key), timeout,
+                                            "send_batch"))
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._loop.run(self._producer.publish_queues(topic))

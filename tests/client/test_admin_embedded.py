@@ -180,3 +180,18 @@ def test_admin_reconnects_after_broker_drops_connections_and_restarts(
         admin.update_consumer_offset("g_re", mq, 1)
         assert admin.committed_offset("g_re", mq) == 1
         assert admin.lag("g_re", "Reconn").total_lag == 0
+
+
+def test_sync_facade_deadline_is_a_typed_timeout(embedded_cluster: EmbeddedCluster) -> None:
+    from airflow_provider_rocketmq.client.errors import RequestTimeoutError
+
+    with Admin(_cfg(embedded_cluster), timeout=0.5) as admin:
+        admin.create_topic("Slow", queues=1)
+        mq = MessageQueue("Slow", "broker-a", 0)
+        embedded_cluster.delay_responses(RequestCode.GET_MAX_OFFSET, 5.0)
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError, match="admin call"):
+            admin.max_offset(mq)
+        assert time.monotonic() - started < 4.0  # the facade deadline, not the 3 s x 3 RPC retries
+        embedded_cluster.clear_faults()
+        assert admin.max_offset(mq) == 0
