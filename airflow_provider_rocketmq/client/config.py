@@ -166,7 +166,7 @@ class ClientConfig:
         """A copy with some fields replaced (dataclasses.replace, kept for subclasses)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         values.update(changes)
-        return type(self)(**values)  # type: ignore[arg-type]
+        return type(self)(**values)
 
     def __repr__(self) -> str:  # secrets never printed, even by subclasses' dataclass repr
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
