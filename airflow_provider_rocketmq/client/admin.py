@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from functools import partial
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, TypeVar
 
 from .admin_bodies import ConsumerConnection, ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
@@ -63,7 +63,7 @@ class AsyncAdmin:
         if self._own_client:
             await self.client.close()
 
-    async def __aenter__(self) -> AsyncAdmin:
+    async def __aenter__(self) -> AsyncAdmin:  # noqa: PYI034 - Self needs Python 3.11
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -298,7 +298,7 @@ class Admin:
         finally:
             self._loop.stop()
 
-    def __enter__(self) -> Admin:
+    def __enter__(self) -> Admin:  # noqa: PYI034 - Self needs Python 3.11
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -236,7 +236,7 @@ class AsyncProducer:
         if self._own_client:
             await self.client.close()
 
-    async def __aenter__(self) -> AsyncProducer:
+    async def __aenter__(self) -> AsyncProducer:  # noqa: PYI034 - Self needs Python 3.11
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -421,7 +421,7 @@ class Producer:
 
     shutdown = close
 
-    def __enter__(self) -> Producer:
+    def __enter__(self) -> Producer:  # noqa: PYI034 - Self needs Python 3.11
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

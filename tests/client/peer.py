@@ -84,7 +84,7 @@ class ScriptedPeer:
     def codes(self) -> list[int]:
         return [c.code for c in self.received]
 
-    async def __aenter__(self) -> ScriptedPeer:
+    async def __aenter__(self) -> ScriptedPeer:  # noqa: PYI034 - Self needs Python 3.11
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
