@@ -8,6 +8,7 @@ and inspect ``received`` (every request the peer saw, in order).
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,7 +19,9 @@ PeerHandler = Callable[[RemotingProtocol, RemotingCommand], Awaitable[RemotingCo
 
 
 class ScriptedPeer:
-    def __init__(self, handlers: dict[int, PeerHandler] | None = None) -> None:
+    def __init__(self, handlers: dict[int, PeerHandler] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context
         self.handlers: dict[int, PeerHandler] = {}
         self.received: list[RemotingCommand] = []
         self.connections: list[RemotingProtocol] = []
@@ -63,7 +66,7 @@ class ScriptedPeer:
 
     async def start(self) -> ScriptedPeer:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._factory, "127.0.0.1", self.port)
+        self._server = await loop.create_server(self._factory, "127.0.0.1", self.port, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

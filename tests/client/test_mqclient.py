@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ssl
 
 import pytest
 
@@ -10,6 +12,7 @@ from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.errors import (
     ClientStateError,
     ConnectionClosedError,
+    RequestTimeoutError,
     RouteNotFoundError,
     SystemError_,
     TopicNotExistError,
@@ -160,3 +163,45 @@ async def test_server_initiated_request_reaches_registered_handler() -> None:
         await broker.stop()
     with pytest.raises(ClientStateError):
         await client.get_route("T")
+
+
+def _self_signed_context(tmp_path) -> ssl.SSLContext:  # type: ignore[no-untyped-def]
+    """A server context with a throw-away self-signed certificate for 127.0.0.1."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rocketmq-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert_file, key_file)
+    return ctx
+
+
+async def test_tls_connection_with_self_signed_broker(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("cryptography")
+    ctx = _self_signed_context(tmp_path)
+    broker = await ScriptedPeer(ssl_context=ctx).start()
+    ns = await ScriptedPeer(ssl_context=ctx).start()
+    ns.reply(RequestCode.GET_ROUTEINFO_BY_TOPIC, body=route_body(2, {"broker-a": broker.addr}))
+    broker.reply(RequestCode.GET_MAX_OFFSET, {"offset": "9"})
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr, use_tls=True))
+    plain = MQClient(ClientConfig(namesrv_addr=ns.addr, request_timeout=1.0))
+    try:
+        assert await client.max_offset(MessageQueue("T", "broker-a", 1)) == 9
+        with pytest.raises((ConnectionClosedError, RequestTimeoutError)):
+            await plain.get_route("T")  # a plain-text client cannot talk to a TLS server
+    finally:
+        await client.close()
+        await plain.close()
+        await ns.stop()
+        await broker.stop()
