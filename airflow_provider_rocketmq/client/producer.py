@@ -307,6 +307,10 @@ class AsyncProducer:
                                  key: str | None, uniq: str) -> SendResult:
         if self._closed:
             raise ClientStateError("producer is closed")
+        if queue is not None and self.client.ns(queue.topic) != self.client.ns(topic):
+            raise ConfigError("queue", f"queue {queue} belongs to another topic than {topic!r}")
+        if queue is not None and key is not None:
+            raise ConfigError("key", "give either queue= or key=, not both")
         try:
             return await self._attempts(topic, build, queue, key, uniq)
         except _NotSent as exc:  # every attempt was rejected: surface the broker's own error
