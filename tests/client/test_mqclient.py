@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import ssl
 
 import pytest
@@ -22,6 +23,7 @@ from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.client.remoting.acl import sign
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 
+from . import vectors
 from .peer import ScriptedPeer, route_body
 
 
@@ -203,5 +205,51 @@ async def test_tls_connection_with_self_signed_broker(tmp_path) -> None:  # type
     finally:
         await client.close()
         await plain.close()
+        await ns.stop()
+        await broker.stop()
+
+
+@pytest.mark.skipif(not vectors.available(), reason="vectors not available")
+async def test_helpers_send_the_headers_java_recorded() -> None:
+    """Our requests carry exactly the extFields the Java 4.9.7 client/tools sent (ACL fields aside)."""
+    from airflow_provider_rocketmq.client.admin import AsyncAdmin
+
+    recorded: dict[int, dict[str, str]] = {}
+    for name in ("admin", "push_concurrent"):
+        for rec in vectors.load(name):
+            if rec["rpc"] != "response" and rec["language"] == "JAVA" and rec["code"] not in recorded:
+                ext = json.loads(rec["header"]).get("extFields", {})
+                recorded[rec["code"]] = {k: v for k, v in ext.items() if k not in ("AccessKey", "Signature")}
+    ns, broker = await _cluster()
+    for code in (30, 31, 29):
+        broker.reply(code, {"offset": "1"})
+    broker.reply(14, {"offset": "1"})
+    broker.reply(15)
+    broker.reply(35)
+    broker.reply(38, {}, b'{"consumerIdList":[]}')
+    broker.reply(208, body=b'{"consumeTps":0.0,"offsetTable":{}}')
+    broker.reply(202, body=b'{"offsetTable":{}}')
+    broker.reply(203, body=b'{"connectionSet":[]}')
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    admin = AsyncAdmin(mqclient=client)
+    mq = MessageQueue("CapProducerTopic3", "broker-a", 3)
+    try:
+        await client.max_offset(mq)
+        await client.min_offset(mq)
+        await client.search_offset(mq, int(recorded[29]["timestamp"]))
+        await client.query_consumer_offset(MessageQueue("CapProducerTopic3", "broker-a", 1), "cap_push_group")
+        await client.update_consumer_offset(MessageQueue("CapProducerTopic3", "broker-a", 1), "cap_push_group",
+                                            int(recorded[15]["commitOffset"]))
+        await client.consumer_ids("cap_push_group", "CapProducerTopic3")
+        await client.unregister(broker.addr, recorded[35]["clientID"], producer_group="CLIENT_INNER_PRODUCER")
+        await admin.consume_stats("cap_push_group")
+        await admin.topic_stats("CapProducerTopic3")
+        await admin.consumer_connections("cap_push_group")
+        sent = {c.code: c.ext for c in broker.received}
+        for code in (30, 31, 29, 14, 15, 38, 35, 208, 202, 203):
+            assert sent[code] == recorded[code], code
+        assert {c.ext["topic"] for c in ns.received} >= {"CapProducerTopic3", "%RETRY%cap_push_group"}
+    finally:
+        await client.close()
         await ns.stop()
         await broker.stop()
