@@ -253,3 +253,32 @@ async def test_helpers_send_the_headers_java_recorded() -> None:
         await client.close()
         await ns.stop()
         await broker.stop()
+
+
+@pytest.mark.skipif(not vectors.available(), reason="vectors not available")
+async def test_lag_reproduces_mqadmin_consumer_progress_on_the_recorded_answer() -> None:
+    import re
+
+    from airflow_provider_rocketmq.client.admin import AsyncAdmin
+
+    rec = next(r for r in vectors.load("admin") if r["rpc"] == "response" and r["request_code"] == 208)
+    text = rec["body_text"]
+    # expected figures straight from the recorded text, independent of our fastjson reader
+    rows = re.findall(r'\{"brokerName":"([^"]+)","queueId":(\d+),"topic":"([^"]+)"\}:'
+                      r'\{"brokerOffset":(\d+),"consumerOffset":(\d+),"lastTimestamp":(\d+)\}', text)
+    assert rows
+    expected = sorted((t, b, int(q), int(bo), int(co), int(bo) - int(co), int(ts)) for b, q, t, bo, co, ts in rows)
+    ns, broker = await _cluster()
+    broker.reply(208, body=text.encode())
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    try:
+        snap = await AsyncAdmin(mqclient=client).lag("cap_push_group")
+        got = [(q.topic, q.broker, q.queue_id, q.broker_offset, q.consumer_offset, q.lag, q.last_timestamp)
+               for q in snap.queues]
+        assert got == expected
+        assert snap.total_lag == sum(r[5] for r in expected)
+        assert snap.source == "consume_stats"
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
