@@ -213,7 +213,16 @@ class MQClient:
     async def _offset_rpc(self, code: int, mq: MessageQueue, extra: dict[str, Any] | None = None,
                           timeout: float | None = None, ok: Iterable[int] = (ResponseCode.SUCCESS,),
                           ) -> RemotingCommand:
+        attempts = 0
+
         async def call() -> RemotingCommand:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:  # the broker may have moved (restart, failover): re-read the route
+                try:
+                    await self.get_route(mq.topic, refresh=True)
+                except RocketMQError as exc:
+                    log.debug("route refresh for %s failed: %s", mq.topic, exc)
             addr = await self.master_addr(mq)
             header = self._queue_header(mq)
             if extra:

@@ -282,3 +282,20 @@ async def test_lag_reproduces_mqadmin_consumer_progress_on_the_recorded_answer()
         await client.close()
         await ns.stop()
         await broker.stop()
+
+
+async def test_offset_rpc_follows_a_moved_broker_on_retry() -> None:
+    ns, old = await _cluster()
+    new = await ScriptedPeer().start()
+    new.reply(RequestCode.GET_MAX_OFFSET, {"offset": "77"})
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    try:
+        await client.get_route("T")  # cached: broker-a at the old address
+        await old.stop()
+        ns.reply(RequestCode.GET_ROUTEINFO_BY_TOPIC, body=route_body(4, {"broker-a": new.addr}))
+        assert await client.max_offset(MessageQueue("T", "broker-a", 0)) == 77
+        assert client.broker_addr("broker-a") == new.addr
+    finally:
+        await client.close()
+        await ns.stop()
+        await new.stop()
