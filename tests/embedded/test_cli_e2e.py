@@ -15,7 +15,7 @@ CLI = [sys.executable, "-m", "airflow_provider_rocketmq.cli"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.mark.timeout(120)
