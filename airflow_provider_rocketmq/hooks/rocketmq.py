@@ -172,13 +172,28 @@ class RocketMQHook(BaseHook):
         return consumer
 
     def test_connection(self) -> tuple[bool, str]:
-        """Round trip to the cluster: ask the name servers for the broker cluster."""
+        """Round trip to the name servers: ask for the cluster's brokers (never raises)."""
         try:
-            with self.get_admin() as admin:
-                brokers = admin.broker_names()
+            config = self.get_client_config()
+            from airflow_provider_rocketmq.client import AsyncAdmin
+            from airflow_provider_rocketmq.client.loop_thread import LoopThread
+
+            async def probe() -> list[str]:
+                async with AsyncAdmin(config) as admin:
+                    info = await admin.client.get_cluster_info()
+                    return sorted(info.broker_addr_table)
+
+            # a private loop: test_connection may be called from code that already runs a loop
+            loop = LoopThread(name="rocketmq-test-connection")
+            try:
+                brokers = loop.run(probe(), timeout=config.request_timeout * 4 + 5)
+            finally:
+                loop.stop()
         except Exception as exc:  # reported to the UI/CLI, never raised
             return False, f"{type(exc).__name__}: {exc}"
-        return True, f"Connected: {len(brokers)} broker(s): {', '.join(sorted(brokers))}"
+        if not brokers:
+            return False, f"name server(s) {config.namesrv_addr} answered but know no broker"
+        return True, f"Connected to {config.namesrv_addr}: broker(s) {', '.join(brokers)}"
 
 
 def _build(config_cls: type, kwargs: dict[str, Any], overrides: set[str] | None = None) -> Any:

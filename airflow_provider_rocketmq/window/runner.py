@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ class WindowSpec:
     assignment_timeout: float = 60.0
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     consume_timestamp_ms: int | None = None
+    shutdown_timeout: float = 30.0
 
     def validate(self) -> None:
         for name in ("topic", "consumer_group", "staging_dir"):
@@ -163,15 +165,19 @@ def run_window(
 # -- consuming ---------------------------------------------------------------------------------------
 
 class _Assignment:
-    """What the consumer's rebalance told us about the window topic."""
+    """The consumer's latest allocation of the window topic, from its ``on_assignment`` callback.
+
+    The callback fires once a rebalance has updated the whole table, whereas
+    ``assigned_queues()`` can be read half-way through one (queues are added one by one).
+    """
 
     def __init__(self, collector: WindowCollector) -> None:
-        self.seen = False
         self.collector = collector
+        self.queues: frozenset[QueueKey] | None = None  # None: no rebalance result yet
 
     def __call__(self, topic: str, mq_all: Any, mq_divided: Any) -> None:
         if not topic.startswith(RETRY_PREFIX):
-            self.seen = True
+            self.queues = frozenset(_key(mq) for mq in mq_divided)  # one atomic replacement
             self.collector.notify()
 
 
@@ -194,16 +200,13 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
     deadline = started + spec.max_duration if spec.max_duration else None
     assignment = _Assignment(collector)
     consumer = consumer_factory(listener)
-    if hasattr(consumer, "on_assignment"):
-        consumer.on_assignment(assignment)
+    consumer.on_assignment(assignment)
     consumer.start()
     try:
         last_recheck = time.monotonic()
         while True:
-            owned = {k for k in (_key(mq) for mq in consumer.assigned_queues()
-                                 if not mq.topic.startswith(RETRY_PREFIX)) if k in queues}
-            if owned:
-                assignment.seen = True
+            allocated = assignment.queues
+            owned = {k for k in allocated if k in queues} if allocated is not None else set()
             for key in sorted((owned | collector.pending_keys()) - _known(collector, queues)):
                 collector.set_start(key, _initial_offset(spec, admin, queues[key], collector.high_water(key)))
             now = time.monotonic()
@@ -211,13 +214,13 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
                 log.info("window bound reached (max_messages=%s, max_bytes=%s)", spec.max_messages,
                          spec.max_bytes)
                 return
-            if assignment.seen and collector.complete(owned):
+            if allocated is not None and collector.complete(owned):
                 log.info("every owned queue reached its high-water mark: %s", sorted(owned))
                 return
             if deadline is not None and now >= deadline:
                 log.info("max_duration %.1fs reached; staging what is contiguous", spec.max_duration)
                 return
-            if not assignment.seen and now - started >= spec.assignment_timeout:
+            if allocated is None and now - started >= spec.assignment_timeout:
                 log.warning("no queue assigned within %.0fs: staging an empty window", spec.assignment_timeout)
                 return
             if now - last_recheck >= _RECHECK_STALLED:
@@ -226,7 +229,32 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
             collector.wait_for_change(wait)
     finally:
-        consumer.shutdown()
+        _shutdown_bounded(consumer, spec.shutdown_timeout)
+
+
+def _shutdown_bounded(consumer: Any, timeout: float) -> None:
+    """Shut the consumer down, but never let a stuck shutdown hang the task.
+
+    Nothing depends on the consumer after the window: it never commits offsets
+    (``enable_offset_commit=False``) and the staged data is already in memory. A
+    shutdown that overruns is logged and abandoned (its threads are daemons).
+    """
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            consumer.shutdown()
+        except BaseException as exc:  # reported below, from the caller's thread
+            error.append(exc)
+
+    worker = threading.Thread(target=run, name="rocketmq-window-shutdown", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        log.error("consumer shutdown did not finish within %.0fs; abandoning it (no offset depends on it)",
+                  timeout)
+    elif error:
+        log.warning("consumer shutdown failed: %s", error[0])
 
 
 def _key(mq: MessageQueue) -> QueueKey:

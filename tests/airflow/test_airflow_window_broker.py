@@ -1,0 +1,235 @@
+"""Window and commit operators against the embedded broker: what is staged, what the broker holds."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, MessageQueue, Producer
+from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
+from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
+from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
+from airflow_provider_rocketmq.window.manifest import read_manifest
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def rmq(embedded_cluster: Any, airflow_conn: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A `rocketmq_default` connection to the embedded cluster and a staging base under tmp_path."""
+    monkeypatch.setenv("ROCKETMQ_STAGING_DIR", str(tmp_path / "staging"))
+    with airflow_conn("rocketmq_default", host=embedded_cluster.namesrv_addr,
+                      extra={"client_options": {"instance_name": "airflow-tests"}}):
+        yield SimpleNamespace(namesrv=embedded_cluster.namesrv_addr, cluster=embedded_cluster)
+
+
+def produce(namesrv: str, topic: str, n: int, tags: list[str] | None = None, start: int = 0) -> list[bytes]:
+    bodies = [f"msg-{i}".encode() for i in range(start, start + n)]
+    with Producer(ClientConfig(namesrv_addr=namesrv)) as producer:
+        for i, body in enumerate(bodies):
+            producer.send(Message(topic, body, tags=(tags[i % len(tags)] if tags else "T")))
+    return bodies
+
+
+def context(run_id: str, task_id: str = "window", map_index: int = -1) -> dict[str, Any]:
+    return {"ti": SimpleNamespace(dag_id="dag", task_id=task_id, map_index=map_index), "run_id": run_id}
+
+
+def staged_rows(manifest_path: str) -> list[dict[str, Any]]:
+    manifest = read_manifest(manifest_path)  # validates files and checksums
+    rows: list[dict[str, Any]] = []
+    for f in manifest.files:
+        rows += pq.read_table(Path(manifest_path).parent / f.path).to_pylist()
+    return rows
+
+
+def committed(namesrv: str, group: str, topic: str) -> dict[tuple[str, int], int]:
+    with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
+        return {(mq.broker_name, mq.queue_id): admin.committed_offset(group, mq)
+                for mq in admin.high_water_marks(topic)}
+
+
+def high_water(namesrv: str, topic: str) -> dict[tuple[str, int], int]:
+    with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
+        return {(mq.broker_name, mq.queue_id): off for mq, off in admin.high_water_marks(topic).items()}
+
+
+def window_op(**kwargs: Any) -> RocketMQConsumeWindowOperator:
+    kwargs.setdefault("task_id", "window")
+    kwargs.setdefault("assignment_timeout", 20)
+    return RocketMQConsumeWindowOperator(**kwargs)
+
+
+def test_window_stages_up_to_high_water_and_commits_after_staging(rmq: Any) -> None:
+    bodies = produce(rmq.namesrv, "wt_basic", 40)
+    out = window_op(topic="wt_basic", consumer_group="g_basic").execute(context("r1"))
+    assert (out["messages"], out["bytes"]) == (40, sum(map(len, bodies)))
+    rows = staged_rows(out["manifest"])
+    assert sorted(r["body"] for r in rows) == sorted(bodies)
+    assert len({(r["broker"], r["queue_id"], r["queue_offset"]) for r in rows}) == 40
+    assert committed(rmq.namesrv, "g_basic", "wt_basic") == high_water(rmq.namesrv, "wt_basic")
+
+    # the next run starts where this one ended
+    more = produce(rmq.namesrv, "wt_basic", 7, start=40)
+    out2 = window_op(topic="wt_basic", consumer_group="g_basic").execute(context("r2"))
+    assert sorted(r["body"] for r in staged_rows(out2["manifest"])) == sorted(more)
+
+
+def test_bounded_windows_take_everything_exactly_once(rmq: Any) -> None:
+    bodies = produce(rmq.namesrv, "wt_bound", 30)
+    first = window_op(topic="wt_bound", consumer_group="g_bound", max_messages=12).execute(context("r1"))
+    assert first["messages"] == 12
+    manifest = read_manifest(first["manifest"])
+    # the committed offsets are exactly the manifest's end offsets
+    ends = {(q.broker, q.queue_id): q.end_offset for q in manifest.queues}
+    now = committed(rmq.namesrv, "g_bound", "wt_bound")
+    assert {k: v for k, v in now.items() if k in ends} == ends
+    assert sum(q.end_offset - q.start_offset for q in manifest.queues) == 12
+    second = window_op(topic="wt_bound", consumer_group="g_bound").execute(context("r2"))
+    assert second["messages"] == 18
+    got = [r["body"] for r in staged_rows(first["manifest"]) + staged_rows(second["manifest"])]
+    assert sorted(got) == sorted(bodies)
+
+
+def test_after_downstream_commits_only_through_the_commit_operator(rmq: Any) -> None:
+    produce(rmq.namesrv, "wt_down", 16)
+    before = committed(rmq.namesrv, "g_down", "wt_down")
+    out = window_op(topic="wt_down", consumer_group="g_down", commit="after_downstream").execute(context("r1"))
+    assert out["messages"] == 16
+    assert committed(rmq.namesrv, "g_down", "wt_down") == before  # nothing committed yet
+
+    # a re-run of the same task instance (e.g. after a failed load) stages the same window again
+    again = window_op(topic="wt_down", consumer_group="g_down", commit="after_downstream").execute(context("r1"))
+    assert again == out
+
+    commit = RocketMQCommitWindowOperator(task_id="commit", manifests=[out])
+    result = commit.execute(context("r1", "commit"))
+    hwm = high_water(rmq.namesrv, "wt_down")
+    assert committed(rmq.namesrv, "g_down", "wt_down") == hwm
+    assert len(result["committed"]) == sum(1 for v in hwm.values() if v > 0)
+    # idempotent: a second commit moves nothing
+    assert commit.execute(context("r1", "commit"))["committed"] == {}
+
+
+def test_commit_never_moves_offsets_backwards(rmq: Any) -> None:
+    produce(rmq.namesrv, "wt_back", 8)
+    old = window_op(topic="wt_back", consumer_group="g_back", commit="after_downstream").execute(context("r1"))
+    produce(rmq.namesrv, "wt_back", 8, start=8)
+    RocketMQCommitWindowOperator(task_id="c", manifests=old).execute(context("r1", "c"))
+    new = window_op(topic="wt_back", consumer_group="g_back").execute(context("r2"))
+    assert new["messages"] == 8
+    after_new = committed(rmq.namesrv, "g_back", "wt_back")
+    RocketMQCommitWindowOperator(task_id="c", manifests=old).execute(context("r1", "c"))  # stale manifest
+    assert committed(rmq.namesrv, "g_back", "wt_back") == after_new
+
+
+def test_rerun_of_a_finished_window_returns_the_same_manifest(rmq: Any) -> None:
+    produce(rmq.namesrv, "wt_rerun", 10)
+    out = window_op(topic="wt_rerun", consumer_group="g_rerun").execute(context("r1"))
+    produce(rmq.namesrv, "wt_rerun", 5, start=10)
+    again = window_op(topic="wt_rerun", consumer_group="g_rerun").execute(context("r1"))
+    assert again == out
+    assert len(staged_rows(again["manifest"])) == 10
+
+
+def test_empty_window_is_a_success_with_zero_messages(rmq: Any) -> None:
+    with Admin(ClientConfig(namesrv_addr=rmq.namesrv)) as admin:
+        admin.create_topic("wt_empty", queues=4)
+    out = window_op(topic="wt_empty", consumer_group="g_empty").execute(context("r1"))
+    assert (out["messages"], out["bytes"]) == (0, 0)
+    manifest = read_manifest(out["manifest"])
+    assert manifest.files == [] and all(q.start_offset == q.end_offset for q in manifest.queues)
+
+
+def test_tag_expression_stages_matching_messages_and_covers_the_rest(rmq: Any) -> None:
+    produce(rmq.namesrv, "wt_tags", 30, tags=["A", "B", "C"])
+    out = window_op(topic="wt_tags", consumer_group="g_tags", expression="A || B").execute(context("r1"))
+    rows = staged_rows(out["manifest"])
+    assert len(rows) == 20 and {r["tags"] for r in rows} == {"A", "B"}
+    # non-matching messages are covered too: the group has no lag left
+    assert committed(rmq.namesrv, "g_tags", "wt_tags") == high_water(rmq.namesrv, "wt_tags")
+
+
+@pytest.mark.slow
+def test_mapped_instances_share_the_queues_and_together_stage_everything(rmq: Any) -> None:
+    bodies = produce(rmq.namesrv, "wt_mapped", 64)
+    results: dict[int, dict[str, Any]] = {}
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = window_op(topic="wt_mapped", consumer_group="g_mapped",
+                                   consumer_overrides={"pull_batch_size": 4}).execute(context("r1", map_index=i))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(100)
+    assert not errors, errors
+    assert results[0]["manifest"] != results[1]["manifest"]
+    rows = staged_rows(results[0]["manifest"]) + staged_rows(results[1]["manifest"])
+    unique = {(r["broker"], r["queue_id"], r["queue_offset"]): r["body"] for r in rows}
+    assert sorted(unique.values()) == sorted(bodies)  # at-least-once; Spark de-duplicates
+    assert committed(rmq.namesrv, "g_mapped", "wt_mapped") == high_water(rmq.namesrv, "wt_mapped")
+
+
+def test_window_cli_command(rmq: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from airflow_provider_rocketmq.window import cli
+
+    produce(rmq.namesrv, "wt_cli", 5)
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["window", "--namesrv", rmq.namesrv, "--group", "g_cli", "--topic", "wt_cli",
+                              "--staging", str(tmp_path / "w"), "--json", "--assignment-timeout", "20"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["messages"] == 5 and Path(out["manifest"]).is_file()
+    bad = parser.parse_args(["window", "--namesrv", rmq.namesrv, "--group", "g_cli", "--topic", "wt_cli",
+                             "--staging", str(tmp_path / "w2"), "--max-messages", "0"])
+    assert bad.func(bad) == 2
+    assert "max_messages" in capsys.readouterr().err
+
+
+def test_hook_test_connection_round_trips(rmq: Any, airflow_conn: Any) -> None:
+    ok, message = RocketMQHook().test_connection()
+    assert ok, message
+    with airflow_conn("rmq_dead", host="127.0.0.1:1", extra={"request_timeout": 1}):
+        ok, message = RocketMQHook("rmq_dead").test_connection()
+    assert not ok
+
+
+def test_hook_consumer_is_configured_but_not_started(rmq: Any) -> None:
+    received: list[bytes] = []
+    done = threading.Event()
+
+    def listener(msgs: list[Any], ctx: Any) -> Any:
+        from airflow_provider_rocketmq.client import ConsumeStatus
+
+        received.extend(m.body for m in msgs)
+        if len(received) >= 3:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    bodies = produce(rmq.namesrv, "wt_hook", 3)
+    consumer = RocketMQHook().get_consumer("g_hook", "wt_hook", listener=listener,
+                                           consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    assert consumer.assigned_queues() == frozenset()
+    consumer.start()
+    try:
+        assert done.wait(30)
+    finally:
+        consumer.shutdown()
+    assert sorted(received) == sorted(bodies)
+    assert isinstance(next(iter(high_water(rmq.namesrv, "wt_hook"))), tuple)
+    assert MessageQueue  # public name exported
