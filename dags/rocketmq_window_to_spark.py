@@ -28,15 +28,14 @@ from datetime import datetime
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param
 
-import airflow_provider_rocketmq
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
 from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
+from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 
 TOPIC = os.environ.get("ROCKETMQ_DEMO_TOPIC", "demo_orders")
 GROUP = os.environ.get("ROCKETMQ_DEMO_GROUP", "demo_window_loader")
 OUTPUT = os.environ.get("ROCKETMQ_DEMO_OUTPUT", os.path.join(tempfile.gettempdir(), "rocketmq-demo-output"))
-LOAD_WINDOW_APP = os.path.join(os.path.dirname(airflow_provider_rocketmq.__file__), "spark", "load_window.py")
 
 with DAG(
     dag_id="rocketmq_window_to_spark",
@@ -79,6 +78,7 @@ with DAG(
             "--body-format", "{{ params.body_format }}",
         ],
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        driver_memory="512m",
     )
 
     commit_window = RocketMQCommitWindowOperator(task_id="commit_window", manifests=consume_window.output)

@@ -233,3 +233,44 @@ def test_hook_consumer_is_configured_but_not_started(rmq: Any) -> None:
     assert sorted(received) == sorted(bodies)
     assert isinstance(next(iter(high_water(rmq.namesrv, "wt_hook"))), tuple)
     assert MessageQueue  # public name exported
+
+
+def test_lag_sensor_poke_waits_until_enough_messages(rmq: Any) -> None:
+    from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
+
+    produce(rmq.namesrv, "wt_poke", 3)
+    sensor = RocketMQLagSensor(task_id="s", topic="wt_poke", consumer_group="g_poke", min_lag=5)
+    first = sensor.poke(context("r1", "s"))
+    assert not first.is_done and first.xcom_value is None
+    produce(rmq.namesrv, "wt_poke", 2, start=3)
+    second = sensor.poke(context("r1", "s"))
+    assert second.is_done and second.xcom_value["total_lag"] == 5
+    caught_up = RocketMQLagSensor(task_id="s2", topic="wt_poke", consumer_group="g_poke", max_lag=0)
+    assert not caught_up.poke(context("r1", "s2")).is_done
+
+
+async def test_lag_trigger_fires_once_the_condition_holds(rmq: Any) -> None:
+    import asyncio
+
+    from airflow_provider_rocketmq.triggers.lag import RocketMQLagTrigger
+
+    with Admin(ClientConfig(namesrv_addr=rmq.namesrv)) as admin:
+        admin.create_topic("wt_trig", queues=2)
+    trigger = RocketMQLagTrigger(topic="wt_trig", consumer_group="g_trig", min_lag=4, poll_interval=0.2)
+    events = trigger.run()
+    pending = asyncio.ensure_future(events.__anext__())
+    done, _ = await asyncio.wait({pending}, timeout=1.0)
+    assert not done  # nothing waiting yet: the trigger keeps polling
+    await asyncio.to_thread(produce, rmq.namesrv, "wt_trig", 4)
+    event = await asyncio.wait_for(pending, 30)
+    assert event.payload["status"] == "success" and event.payload["lag"]["total_lag"] == 4
+    await events.aclose()
+
+
+async def test_lag_trigger_reports_a_bad_connection_as_an_error_event(airflow_conn: Any) -> None:
+    from airflow_provider_rocketmq.triggers.lag import RocketMQLagTrigger
+
+    with airflow_conn("rmq_trig_bad", host="h", extra={"tls": "perhaps"}):
+        trigger = RocketMQLagTrigger(topic="t", consumer_group="g", max_lag=0, rocketmq_conn_id="rmq_trig_bad")
+        event = await trigger.run().__anext__()
+    assert event.payload["status"] == "error" and "extra.tls" in event.payload["message"]
