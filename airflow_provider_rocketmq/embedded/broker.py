@@ -25,12 +25,12 @@ from .bridge import bridged
 from .consumer_manager import ConsumerGroupInfo, ConsumerManager, LockManager
 from .faults import FaultInjector
 from .headers import HeaderError
+from .schedule import SCHEDULE_TOPIC
 from .store import PERM_INHERIT, PERM_RW, MessageStore, TopicConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "TBW102"  # the template topic producers route by before a topic exists
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 TOPIC_MAX_LEN = 127

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 MAX_DELAY_LEVEL = len(DELAY_LEVELS_S)
 PROGRESS_GROUP = "%SCHEDULE%"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 class ScheduleService:
@@ -43,8 +44,6 @@ class ScheduleService:
         return DELAY_LEVELS_S[level - 1] * 1000.0 * self.broker.settings.time_scale
 
     def on_arrival(self, topic: str, queue_id: int, tags_code: int) -> None:
-        from .broker import SCHEDULE_TOPIC
-
         if topic == SCHEDULE_TOPIC:
             self._wake.set()
 
@@ -64,8 +63,6 @@ class ScheduleService:
 
     def deliver_due(self) -> float:
         """Deliver every due message; return seconds until the next one is due (max 60)."""
-        from .broker import SCHEDULE_TOPIC
-
         store = self.broker.store
         if store is None:
             return 1.0

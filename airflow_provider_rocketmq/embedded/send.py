@@ -22,6 +22,7 @@ from ..client.message import (
     PROPERTY_REAL_QID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS,
     PROPERTY_WAIT,
     decode_batch,
     properties_to_string,
@@ -119,7 +120,7 @@ class SendHandlers:
                                                            f"max: {MAX_PROPERTIES_LEN}")
         return store.put_message(topic, queue_id, body, text, flag=flag, sys_flag=sys_flag,
                                  born_timestamp=born_timestamp, born_host=born_host,
-                                 reconsume_times=reconsume_times)
+                                 reconsume_times=reconsume_times, tags=props.get(PROPERTY_TAGS, ""))
 
     def _response(self, cmd: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int) -> RemotingCommand:
         return cmd.make_response(ResponseCode.SUCCESS, {
@@ -195,7 +196,7 @@ class SendHandlers:
             for item in items:
                 text = properties_to_string(item.properties)
                 text = f"{text}\x02{suffix}" if text else suffix
-                staged.append((item.body, text, item.flag, sys_flag, born_ts))
+                staged.append((item.body, text, item.flag, sys_flag, born_ts, item.properties.get(PROPERTY_TAGS)))
             assert self.broker.store is not None
             results = self.broker.store.put_messages(topic, queue_id, staged, born_host=conn.peer)
         except _SendError as exc:

@@ -24,6 +24,7 @@ the tail (a write cut short by a crash, never acknowledged) is truncated away.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import logging
 import os
@@ -106,6 +107,9 @@ class ConsumeQueue:
 
 ArrivalListener = Callable[[str, int, int], None]  # (topic, queue id, tagsCode)
 
+# Few distinct tags, many messages: hashing each tag once keeps the send path cheap.
+cached_tags_code = functools.lru_cache(maxsize=4096)(tags_code)
+
 
 class MessageStore:
     """Commit log + consume queues + consumer offsets (+ topic configs) of one broker."""
@@ -182,7 +186,7 @@ class MessageStore:
             cq = self.queue(msg.topic, msg.queue_id)
             if msg.queue_offset != cq.max_offset:
                 log.warning("%s: queue offset gap in %s/%d at %d", path, msg.topic, msg.queue_id, pos)
-            self._index(cq, data[pos:pos + size], tags_code(msg.properties.get(PROPERTY_TAGS)),
+            self._index(cq, data[pos:pos + size], cached_tags_code(msg.properties.get(PROPERTY_TAGS)),
                         msg.store_timestamp, pos)
             pos += size
         if pos != end:
@@ -238,11 +242,12 @@ class MessageStore:
         cq.store_ts.append(store_ts)
         cq.phy.append(phy)
 
-    def put_messages(self, topic: str, queue_id: int, items: Iterable[tuple[bytes, str, int, int, int]], *,
+    def put_messages(self, topic: str, queue_id: int,
+                     items: Iterable[tuple[bytes, str, int, int, int, str | None]], *,
                      born_host: str, reconsume_times: int = 0) -> list[PutResult]:
         """Append messages to one queue as one write batch.
 
-        ``items`` are ``(body, properties string, flag, sys_flag, born timestamp)``.
+        ``items`` are ``(body, properties string, flag, sys_flag, born timestamp, TAGS)``.
         """
         cq = self.queue(topic, queue_id)
         store_ts = int(time.time() * 1000)
@@ -250,13 +255,13 @@ class MessageStore:
         qoff = cq.max_offset
         out: list[PutResult] = []
         staged: list[tuple[bytes, int, int]] = []
-        for body, props, flag, sys_flag, born_ts in items:
+        for body, props, flag, sys_flag, born_ts, tags_value in items:
             record = encode_stored_message(
                 topic=topic, body=body, properties=props, queue_id=queue_id, queue_offset=qoff,
                 commit_log_offset=phy, born_timestamp=born_ts, born_host=born_host,
                 store_timestamp=store_ts, store_host=self.store_host, flag=flag, sys_flag=sys_flag,
                 reconsume_times=reconsume_times)
-            tags = _tags_of(props)
+            tags = cached_tags_code(tags_value) if tags_value else 0
             staged.append((record, tags, phy))
             out.append(PutResult(topic, queue_id, qoff, phy, make_offset_msg_id(self.store_host, phy),
                                  store_ts))
@@ -275,9 +280,12 @@ class MessageStore:
         return out
 
     def put_message(self, topic: str, queue_id: int, body: bytes, properties: str, *, flag: int = 0,
-                    sys_flag: int = 0, born_timestamp: int, born_host: str,
-                    reconsume_times: int = 0) -> PutResult:
-        return self.put_messages(topic, queue_id, [(body, properties, flag, sys_flag, born_timestamp)],
+                    sys_flag: int = 0, born_timestamp: int, born_host: str, reconsume_times: int = 0,
+                    tags: str | None = None) -> PutResult:
+        """Append one message; ``tags`` is its TAGS property (parsed from ``properties`` when None)."""
+        if tags is None:
+            tags = _tags_of(properties)
+        return self.put_messages(topic, queue_id, [(body, properties, flag, sys_flag, born_timestamp, tags)],
                                  born_host=born_host, reconsume_times=reconsume_times)[0]
 
     def delete_before(self, topic: str, queue_id: int, offset: int) -> None:
@@ -342,11 +350,11 @@ class MessageStore:
         return [g for g, topics in self.offsets.items() if topic in topics]
 
 
-def _tags_of(props: str) -> int:
+def _tags_of(props: str) -> str | None:
     # Only TAGS matters for the consume queue; avoid a full parse when it is absent.
     if "TAGS\x01" not in props:
-        return 0
-    return tags_code(string_to_properties(props).get(PROPERTY_TAGS))
+        return None
+    return string_to_properties(props).get(PROPERTY_TAGS)
 
 
 def _write_all(fd: int, data: bytes) -> None:
