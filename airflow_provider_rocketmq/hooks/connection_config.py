@@ -87,7 +87,7 @@ def parse_namesrv_field(field: str, text: Any, default_port: int | None = None) 
 def _normalise_extras(extra: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in extra.items():
-        name = key[len(_LEGACY_PREFIX):] if key.startswith(_LEGACY_PREFIX) else key
+        name = key.removeprefix(_LEGACY_PREFIX)
         if name not in KNOWN_EXTRAS:
             raise ConfigError(
                 f"extra.{key}", f"unknown connection option; expected one of {', '.join(KNOWN_EXTRAS)}"

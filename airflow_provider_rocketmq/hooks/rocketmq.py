@@ -189,7 +189,7 @@ class RocketMQHook(BaseHook):
                 brokers = loop.run(probe(), timeout=config.request_timeout * 4 + 5)
             finally:
                 loop.stop()
-        except Exception as exc:  # reported to the UI/CLI, never raised
+        except Exception as exc:  # noqa: BLE001 - reported to the UI/CLI, never raised
             return False, f"{type(exc).__name__}: {exc}"
         if not brokers:
             return False, f"name server(s) {config.namesrv_addr} answered but know no broker"

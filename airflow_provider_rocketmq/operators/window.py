@@ -92,7 +92,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         if "{{" not in expression:
             parse_tag_expression(expression)
         # the rest is checked by WindowSpec.validate() (shared with the CLI) here and at run time
-        self._spec_kwargs = {"max_messages": max_messages, "max_bytes": max_bytes,
+        self._spec_kwargs: dict[str, Any] = {"max_messages": max_messages, "max_bytes": max_bytes,
                              "max_duration": max_duration, "assignment_timeout": assignment_timeout}
         WindowSpec(topic="t", consumer_group="g", staging_dir="d", **self._spec_kwargs).validate()
         self.topic = topic

@@ -67,7 +67,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             admin = await RocketMQHook(self.rocketmq_conn_id).aget_async_admin()
-        except Exception as exc:  # a bad connection is a task failure, reported through the event
+        except Exception as exc:  # noqa: BLE001 - a bad connection fails the task through the event
             yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
             return
         async with admin:

@@ -28,7 +28,12 @@ from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, C
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.client.message import MessageExt
 from airflow_provider_rocketmq.client.queue import MessageQueue
-from airflow_provider_rocketmq.window.collector import QueueKey, QueueSlice, WindowCollector, parse_tag_expression
+from airflow_provider_rocketmq.window.collector import (
+    QueueKey,
+    QueueSlice,
+    WindowCollector,
+    parse_tag_expression,
+)
 from airflow_provider_rocketmq.window.commit import OffsetAdmin, commit_manifest
 from airflow_provider_rocketmq.window.manifest import (
     MANIFEST_NAME,
@@ -244,7 +249,7 @@ def _shutdown_bounded(consumer: Any, timeout: float) -> None:
     def run() -> None:
         try:
             consumer.shutdown()
-        except BaseException as exc:  # reported below, from the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - reported below, from the caller thread
             error.append(exc)
 
     worker = threading.Thread(target=run, name="rocketmq-window-shutdown", daemon=True)

@@ -137,7 +137,7 @@ def test_failed_load_leaves_offsets_uncommitted_and_the_rerun_loads_the_same_win
     assert sorted(demo.loaded_bodies()) == sorted(produced)
     assert demo.lag() == 0
     first, second = (read_manifest(p) for p in demo.manifests())
-    ranges = lambda m: sorted((q.broker, q.queue_id, q.start_offset, q.end_offset) for q in m.queues)  # noqa: E731
+    ranges = lambda m: sorted((q.broker, q.queue_id, q.start_offset, q.end_offset) for q in m.queues)
     assert ranges(first) == ranges(second)  # the same window, staged again
 
 

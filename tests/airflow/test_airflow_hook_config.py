@@ -70,16 +70,14 @@ def test_invalid_connection_fails_at_use_naming_the_field(airflow_conn: Any, fie
 
 
 def test_consumer_override_errors_name_the_override(airflow_conn: Any) -> None:
-    with airflow_conn("rmq_ovr", host="h") as cid:
-        with pytest.raises(ConfigError) as err:
-            RocketMQHook(cid).get_consumer_config(consume_thread_min=0)
+    with airflow_conn("rmq_ovr", host="h") as cid, pytest.raises(ConfigError) as err:
+        RocketMQHook(cid).get_consumer_config(consume_thread_min=0)
     assert err.value.field == "consume_thread_min"
 
 
 def test_get_consumer_requires_group_and_topic(airflow_conn: Any) -> None:
-    with airflow_conn("rmq_gt", host="h") as cid:
-        with pytest.raises(ConfigError) as err:
-            RocketMQHook(cid).get_consumer("", "topic")
+    with airflow_conn("rmq_gt", host="h") as cid, pytest.raises(ConfigError) as err:
+        RocketMQHook(cid).get_consumer("", "topic")
     assert err.value.field == "group"
 
 

@@ -166,7 +166,7 @@ def test_mapped_instances_share_the_queues_and_together_stage_everything(rmq: An
         try:
             results[i] = window_op(topic="wt_mapped", consumer_group="g_mapped",
                                    consumer_overrides={"pull_batch_size": 4}).execute(context("r1", map_index=i))
-        except BaseException as exc:  # reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
