@@ -57,6 +57,8 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         ``pull_batch_size``); windows default to ``CONSUME_FROM_FIRST_OFFSET``.
     :param assignment_timeout: seconds to wait for a first queue assignment before staging
         an empty window (a member with no queue).
+    :param idle_timeout: seconds without any progress (broker gone, queue stuck) after which the
+        window stages what is contiguous; the rest is left for the next window.
     :param rocketmq_conn_id: the `rocketmq` connection.
     """
 
@@ -76,6 +78,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         commit: str = "after_staging",
         consumer_overrides: Mapping[str, Any] | None = None,
         assignment_timeout: float = 60.0,
+        idle_timeout: float = 120.0,
         rocketmq_conn_id: str = RocketMQHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
@@ -93,7 +96,8 @@ class RocketMQConsumeWindowOperator(BaseOperator):
             parse_tag_expression(expression)
         # the rest is checked by WindowSpec.validate() (shared with the CLI) here and at run time
         self._spec_kwargs: dict[str, Any] = {"max_messages": max_messages, "max_bytes": max_bytes,
-                             "max_duration": max_duration, "assignment_timeout": assignment_timeout}
+                             "max_duration": max_duration, "assignment_timeout": assignment_timeout,
+                             "idle_timeout": idle_timeout}
         WindowSpec(topic="t", consumer_group="g", staging_dir="d", **self._spec_kwargs).validate()
         self.topic = topic
         self.consumer_group = consumer_group
@@ -105,6 +109,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         self.commit = commit
         self.consumer_overrides = overrides
         self.assignment_timeout = assignment_timeout
+        self.idle_timeout = idle_timeout
         self.rocketmq_conn_id = rocketmq_conn_id
 
     def _run_ids(self, context: Context) -> tuple[list[str], str]:

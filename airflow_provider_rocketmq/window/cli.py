@@ -45,6 +45,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-duration", type=float, default=None, help="seconds")
     p.add_argument("--assignment-timeout", type=float, default=60.0,
                    help="seconds to wait for a first queue assignment (default 60)")
+    p.add_argument("--idle-timeout", type=float, default=120.0,
+                   help="stage what is contiguous after this many seconds without progress (default 120)")
     p.add_argument("--from", dest="start_from", choices=sorted(_FROM), default="first",
                    help="where a group without committed offsets starts (default first)")
     p.add_argument("--no-commit", action="store_true",
@@ -83,7 +85,7 @@ def _run(args: argparse.Namespace) -> Any:
         topic=args.topic, consumer_group=args.group, staging_dir=args.staging, window_id=args.window_id,
         expression=args.expression, max_messages=args.max_messages, max_bytes=args.max_bytes,
         max_duration=args.max_duration, commit=not args.no_commit,
-        assignment_timeout=args.assignment_timeout,
+        assignment_timeout=args.assignment_timeout, idle_timeout=args.idle_timeout,
         consume_from_where=ConsumeFromWhere[_FROM[args.start_from]],
     )
     spec.validate()

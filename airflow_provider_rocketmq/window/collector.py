@@ -165,6 +165,12 @@ class WindowCollector:
         with self._cond:
             return all(k in self._queues and self._queues[k].complete for k in keys)
 
+    @property
+    def version(self) -> int:
+        """Bumped by every delivery, start change or notification (progress detection)."""
+        with self._cond:
+            return self._version
+
     def wait_for_change(self, timeout: float) -> None:
         """Block until a message arrives or a start changes (or ``timeout`` passes)."""
         with self._cond:

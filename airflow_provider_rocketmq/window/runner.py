@@ -73,7 +73,9 @@ class WindowSpec:
 
     ``commit``: commit the end offsets once staged (``after_staging``); otherwise the
     caller commits later from the manifest. ``assignment_timeout`` bounds the wait for
-    the first rebalance (a member that gets no queue stages an empty window).
+    the first rebalance (a member that gets no queue stages an empty window);
+    ``idle_timeout`` stops a window that makes no progress at all (broker gone, queue
+    stuck): what is contiguous is staged and the rest is left for the next window.
     """
 
     topic: str
@@ -88,6 +90,7 @@ class WindowSpec:
     reuse_existing: bool = True
     rows_per_file: int = 100_000
     assignment_timeout: float = 60.0
+    idle_timeout: float = 120.0
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     consume_timestamp_ms: int | None = None
     shutdown_timeout: float = 30.0
@@ -102,7 +105,7 @@ class WindowSpec:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(name, f"must be a positive integer, got {value!r}")
-        for name in ("max_duration", "assignment_timeout"):
+        for name in ("max_duration", "assignment_timeout", "idle_timeout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not value > 0):
@@ -208,7 +211,8 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
     consumer.on_assignment(assignment)
     consumer.start()
     try:
-        last_recheck = time.monotonic()
+        last_recheck = last_progress = time.monotonic()
+        seen_version = collector.version
         while True:
             allocated = assignment.queues
             owned = {k for k in allocated if k in queues} if allocated is not None else set()
@@ -227,6 +231,12 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
                 return
             if allocated is None and now - started >= spec.assignment_timeout:
                 log.warning("no queue assigned within %.0fs: staging an empty window", spec.assignment_timeout)
+                return
+            if collector.version != seen_version:
+                seen_version, last_progress = collector.version, now
+            elif allocated is not None and now - last_progress >= spec.idle_timeout:
+                log.warning("no progress for %.0fs (queues %s incomplete): staging what is contiguous",
+                            spec.idle_timeout, sorted(k for k in owned if not collector.complete((k,))))
                 return
             if now - last_recheck >= _RECHECK_STALLED:
                 last_recheck = now

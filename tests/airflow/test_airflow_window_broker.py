@@ -274,3 +274,37 @@ async def test_lag_trigger_reports_a_bad_connection_as_an_error_event(airflow_co
         trigger = RocketMQLagTrigger(topic="t", consumer_group="g", max_lag=0, rocketmq_conn_id="rmq_trig_bad")
         event = await trigger.run().__anext__()
     assert event.payload["status"] == "error" and "extra.tls" in event.payload["message"]
+
+
+def test_window_without_progress_stages_what_it_has_instead_of_hanging(rmq: Any) -> None:
+    from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+
+    produce(rmq.namesrv, "wt_idle", 8)
+    before = committed(rmq.namesrv, "g_idle", "wt_idle")
+    rmq.cluster.drop_responses(RequestCode.PULL_MESSAGE)  # the broker never answers a pull
+    try:
+        out = window_op(topic="wt_idle", consumer_group="g_idle", idle_timeout=2,
+                        consumer_overrides={"consumer_timeout_when_suspend": 3.0,
+                                            "broker_suspend_max_time": 1.0}).execute(context("r1"))
+    finally:
+        rmq.cluster.clear_faults()
+    assert out["messages"] == 0
+    assert committed(rmq.namesrv, "g_idle", "wt_idle") == before  # nothing skipped
+    # the next window gets everything
+    assert window_op(topic="wt_idle", consumer_group="g_idle").execute(context("r2"))["messages"] == 8
+
+
+def test_unknown_topic_and_corrupt_manifest_fail_with_a_clear_error(rmq: Any, tmp_path: Path) -> None:
+    from airflow_provider_rocketmq.client.errors import RocketMQError
+    from airflow_provider_rocketmq.window.manifest import ManifestError
+
+    with pytest.raises(RocketMQError) as err:
+        window_op(topic="wt_never_created", consumer_group="g_x").execute(context("r1"))
+    assert "wt_never_created" in str(err.value)
+
+    staging = tmp_path / "corrupt"
+    staging.mkdir()
+    (staging / "manifest.json").write_text('{"version": 1, "window_id": ')
+    with pytest.raises(ManifestError) as merr:
+        window_op(topic="wt_basic", consumer_group="g_x", staging_path=str(staging)).execute(context("r1"))
+    assert "not valid JSON" in str(merr.value)
