@@ -209,7 +209,9 @@ class ConsumerCore:
 
     # -- background routines -------------------------------------------------------------------
     async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]]) -> None:
-        while True:
+        # `while not closing`, not `while True`: Python 3.11's asyncio.wait_for (used by RPCs) can
+        # swallow a cancellation that races with a completed result; shutdown must still end the loop
+        while not self.closing:
             await asyncio.sleep(interval)
             try:
                 await fn()
@@ -224,7 +226,7 @@ class ConsumerCore:
 
     async def _rebalance_loop(self) -> None:
         assert self._rebalance_wakeup is not None
-        while True:
+        while not self.closing:  # see _every: a swallowed cancellation must not keep this alive
             try:
                 await asyncio.wait_for(self._rebalance_wakeup.wait(), self.config.rebalance_interval)
             except asyncio.TimeoutError:
