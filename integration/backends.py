@@ -178,8 +178,13 @@ class EmbeddedBackend(IntegrationCluster):
         self.first_retry_delay = REAL_FIRST_RETRY_DELAY_S * EMBEDDED_TIME_SCALE
 
     def restart_broker(self) -> None:
+        import asyncio
+
+        # the cluster's servers live on its own loop thread: restart them there
+        assert self._cluster.loop is not None
         for broker in self._cluster.brokers:
-            broker.restart()
+            asyncio.run_coroutine_threadsafe(self._cluster.restart_broker(broker.name),
+                                             self._cluster.loop).result(60)
 
     def close(self) -> None:
         super().close()

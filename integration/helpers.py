@@ -164,3 +164,31 @@ def run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[s
     code = "import sys; from airflow_provider_rocketmq.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+SHUTDOWN_TIMEOUT = 30.0
+
+
+def stop_consumers(*consumers: PushConsumer, timeout: float = SHUTDOWN_TIMEOUT) -> None:
+    """Shut consumers down, failing (instead of hanging the suite) if one does not finish in time."""
+    hung: list[str] = []
+    for consumer in consumers:
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def run(c: PushConsumer = consumer, done: threading.Event = done,
+                errors: list[BaseException] = errors) -> None:
+            try:
+                c.shutdown()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="it-shutdown", daemon=True).start()
+        if not done.wait(timeout):
+            hung.append(consumer.client_id)
+        elif errors:
+            raise errors[0]
+    if hung:
+        raise AssertionError(f"PushConsumer.shutdown() did not return within {timeout:.0f} s: {hung}")

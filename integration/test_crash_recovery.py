@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 from .backends import IntegrationCluster, wait_until
-from .helpers import Collector, broker_offsets_caught_up, make_message, produce, start_consumer
+from .helpers import (
+    Collector,
+    broker_offsets_caught_up,
+    make_message,
+    produce,
+    start_consumer,
+    stop_consumers,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 90.0
@@ -91,6 +98,6 @@ def test_broker_restart_mid_stream_loses_nothing(restartable: IntegrationCluster
                            f"message {seq} sent after the broker restart", interval=0.2)
         collector.wait_for_seqs(range(400), TIMEOUT)
     finally:
-        consumer.shutdown()
+        stop_consumers(consumer)
     assert collector.seqs() == set(range(400))
     wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT, "offsets committed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from .backends import IntegrationCluster, wait_until
-from .helpers import Collector, broker_offsets_caught_up, produce, run_cli, start_consumer
+from .helpers import Collector, broker_offsets_caught_up, produce, run_cli, start_consumer, stop_consumers
 
 TIMEOUT = 60.0
 
@@ -21,7 +21,7 @@ def _lagging_group(cluster: IntegrationCluster) -> tuple[str, str, int]:
         try:
             collector.wait_for_seqs(range(40), TIMEOUT)
         finally:
-            consumer.shutdown()
+            stop_consumers(consumer)
         wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT, "offsets committed")
         produce(producer, topic, range(40, 65))
     # rewind one queue by 3 so that the per-queue lags differ

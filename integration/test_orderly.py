@@ -19,7 +19,7 @@ from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
 from .backends import IntegrationCluster, wait_until
-from .helpers import SEQ, Collector, assigned_map, is_partition, make_message, start_consumer
+from .helpers import SEQ, Collector, assigned_map, is_partition, make_message, start_consumer, stop_consumers
 
 TIMEOUT = 60.0
 ORDERS = 8
@@ -95,8 +95,7 @@ def test_orderly_consumption_keeps_order_under_broker_locks(cluster: Integration
         granted = asyncio.run(_lock_probe(cluster.namesrv_addr, group, all_queues))
         assert granted == set(), f"broker granted locks held by running orderly consumers: {granted}"
     finally:
-        for c in consumers.values():
-            c.shutdown()
+        stop_consumers(*consumers.values())
 
     records = collector.snapshot()
     assert suspended == [SUSPEND_AT[0] * 1000 + SUSPEND_AT[1]]

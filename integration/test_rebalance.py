@@ -12,6 +12,7 @@ from .helpers import (
     is_partition,
     produce,
     start_consumer,
+    stop_consumers,
 )
 
 TIMEOUT = 60.0
@@ -39,8 +40,7 @@ def test_sixteen_queues_over_three_consumers(cluster: IntegrationCluster) -> Non
         assert {r.queue.queue_id for r in results} == set(range(16))
         collector.wait_for_seqs(range(160), TIMEOUT)
     finally:
-        for c in consumers.values():
-            c.shutdown()
+        stop_consumers(*consumers.values())
 
     # every message went to the consumer that owned its queue, and only once
     records = collector.snapshot()
@@ -72,14 +72,13 @@ def test_rebalance_on_join_and_leave_loses_nothing(cluster: IntegrationCluster) 
             assert collector.seqs("b"), "the joining consumer never consumed"
 
             # leave: a shuts down cleanly, b takes every queue
-            consumers.pop("a").shutdown()
+            stop_consumers(consumers.pop("a"))
             wait_until(lambda: assigned_map(consumers, topic)["b"] == frozenset(all_queues), TIMEOUT,
                        "all queues on the remaining consumer")
             produce(producer, topic, range(400, 600))
             collector.wait_for_seqs(range(400, 600), TIMEOUT, consumer="b")
     finally:
-        for c in consumers.values():
-            c.shutdown()
+        stop_consumers(*consumers.values())
 
     assert collector.seqs() == set(range(600))
     wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT, "offsets committed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .backends import IntegrationCluster
-from .helpers import SEQ, Collector, make_message, start_consumer
+from .helpers import SEQ, Collector, make_message, start_consumer, stop_consumers
 
 TIMEOUT = 60.0
 
@@ -32,7 +32,7 @@ def test_round_trip_preserves_tags_keys_properties_and_a_compressed_body(cluster
     try:
         collector.wait_for_seqs([0, 1, 2, 3, 10, 11, 12], TIMEOUT)
     finally:
-        consumer.shutdown()
+        stop_consumers(consumer)
 
     by_seq = {r.seq: r for r in collector.snapshot()}
     assert 99 not in by_seq, "a TagC message was delivered to a 'TagA || TagB' subscription"
