@@ -178,13 +178,9 @@ class EmbeddedBackend(IntegrationCluster):
         self.first_retry_delay = REAL_FIRST_RETRY_DELAY_S * EMBEDDED_TIME_SCALE
 
     def restart_broker(self) -> None:
-        import asyncio
-
-        # the cluster's servers live on its own loop thread: restart them there
-        assert self._cluster.loop is not None
+        # bridged: runs on the cluster's own loop thread and blocks until done
         for broker in self._cluster.brokers:
-            asyncio.run_coroutine_threadsafe(self._cluster.restart_broker(broker.name),
-                                             self._cluster.loop).result(60)
+            self._cluster.restart_broker(broker.name)
 
     def close(self) -> None:
         super().close()
