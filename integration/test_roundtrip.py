@@ -51,10 +51,13 @@ def test_round_trip_preserves_tags_keys_properties_and_a_compressed_body(cluster
         assert got.store_timestamp >= got.born_timestamp > 0
     assert len(by_seq[3].msg.body) == len(big)
     assert {by_seq[s].msg.queue_id for s in (10, 11, 12)} == {batch_result.queue.queue_id}
-    assert filtered.queue_offset >= 0
 
-    # after a clean shutdown the broker holds the group's progress on every queue
+    # after a clean shutdown the broker holds the group's progress past every delivered message
+    # (a trailing filtered-out message may stay uncommitted until a pull skips it, as in Java)
     hw = cluster.admin.high_water_marks(topic)
     for mq, end in hw.items():
-        assert cluster.admin.committed_offset(group, mq) == end, mq
-
+        delivered = [r.queue_offset for r in collector.snapshot() if r.queue == mq]
+        committed = cluster.admin.committed_offset(group, mq)
+        assert max(delivered, default=-1) + 1 <= committed <= end, (mq, delivered, committed, end)
+    filtered_mq = filtered.queue
+    assert all(r.queue_offset != filtered.queue_offset for r in collector.snapshot() if r.queue == filtered_mq)
