@@ -166,7 +166,7 @@ class ConsumerCore:
         self.state = "STOPPING"
         for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.wait(self._tasks, timeout=5.0) if self._tasks else None
         await self.pull.stop_all()
         wait = self.config.await_termination_when_shutdown if timeout is None else timeout
         if self.consume is not None and not await self.consume.drain(wait):

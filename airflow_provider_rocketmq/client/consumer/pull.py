@@ -67,7 +67,11 @@ class PullService:
         self.tasks.clear()
         for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            # bounded: a cancelled long-poll must not hold shutdown (the loop thread cancels leftovers)
+            _, pending = await asyncio.wait(tasks, timeout=2.0)
+            if pending:
+                log.debug("%d pull task(s) still finishing after cancel", len(pending))
 
     # -- the loop ---------------------------------------------------------------------------
     async def _loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
