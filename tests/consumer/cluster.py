@@ -139,3 +139,21 @@ FAST = dict(rebalance_interval=0.5, persist_consumer_offset_interval=0.5, heartb
 
 def bodies(msgs: Iterable[MessageExt]) -> list[bytes]:
     return [m.body for m in msgs]
+
+
+def wait_settled(consumers: list[Any], n_queues: int, timeout: float = 20.0) -> None:
+    """Until the members' assignments partition the topic's queues, twice in a row one
+    rebalance period apart (a rebalance still running on a stale member list shows a
+    transient, overlapping table)."""
+    def partitioned() -> bool:
+        sets = [c.assigned_queues() for c in consumers]
+        union = set().union(*sets)
+        return len(union) == n_queues and sum(len(s) for s in sets) == n_queues
+
+    deadline = time.monotonic() + timeout
+    while True:
+        wait_until(partitioned, max(0.1, deadline - time.monotonic()), "a settled assignment")
+        before = [c.assigned_queues() for c in consumers]
+        time.sleep(FAST["rebalance_interval"] * 2)  # stability window: nothing to await across members
+        if partitioned() and [c.assigned_queues() for c in consumers] == before:
+            return

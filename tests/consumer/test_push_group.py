@@ -8,7 +8,7 @@ import threading
 from airflow_provider_rocketmq.client.consumer.config import ConsumeStatus
 from airflow_provider_rocketmq.client.consumer.push import PushConsumer
 
-from .cluster import FAST, TestCluster, wait_until
+from .cluster import FAST, TestCluster, wait_settled, wait_until
 
 
 class Recorder:
@@ -47,9 +47,12 @@ def test_three_members_consume_16_queues_each_message_exactly_once(cluster: Test
     try:
         # all three hold a share once the group has settled: 6/5/5 queues by the averaging strategy;
         # messages sent before that may legitimately be seen twice while queues move (at-least-once)
-        wait_until(lambda: sorted(len(c.assigned_queues()) for c in consumers) == [5, 5, 6], 20, "assignment")
+        wait_settled(consumers, 16)
+        assert sorted(len(c.assigned_queues()) for c in consumers) == [5, 5, 6]
         sent = cluster.fill(topic, 10_000, per_batch=100)
         wait_until(lambda: len(rec.all()) >= 10_000, 60, "10,000 messages")
+        # the periodic persist brings the broker's offsets to the end of every queue
+        wait_until(lambda: sum(cluster.committed(group, topic).values()) == 10_000, 10, "committed offsets")
     finally:
         for c in consumers:
             c.shutdown()
@@ -58,8 +61,6 @@ def test_three_members_consume_16_queues_each_message_exactly_once(cluster: Test
     assert not dups, {name: [b for b in v if b in dups] for name, v in rec.seen.items()}
     assert len(got) == 10_000
     assert collections.Counter(got) == collections.Counter(sent)  # each exactly once
-    committed = cluster.committed(group, topic)
-    assert sum(committed.values()) == 10_000  # the broker holds every queue's end offset
 
 
 def test_member_joining_and_leaving_mid_stream_loses_nothing(cluster: TestCluster) -> None:
