@@ -4,7 +4,7 @@
 # Creates or reuses the project's virtual environment in <repo>/.venv on a machine
 # that has only python3 (3.10+), then exports what the tests and the demo need:
 # PATH (.venv/bin first), SPARK_HOME, SPARK_LOCAL_IP, JAVA_HOME, PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON,
-# ROCKETMQ_VECTORS_DIR (when the shared protocol vectors can be found).
+# ROCKETMQ_VECTORS_DIR and ROCKETMQ_VECTORS (when the shared protocol vectors can be found).
 #
 # Knobs (environment):
 #   ROCKETMQ_PYTHON=/path/python  interpreter for a new venv (default: python3.11, else python3)
@@ -171,6 +171,10 @@ _rmq_setup() {
         [ -z "${ROCKETMQ_VECTORS_DIR:-}" ] && [ -d /work/shared/protocol/vectors ] &&
             ROCKETMQ_VECTORS_DIR=/work/shared/protocol/vectors
         [ -n "${ROCKETMQ_VECTORS_DIR:-}" ] && export ROCKETMQ_VECTORS_DIR
+    fi
+    # tests/embedded reads the same directory under another name
+    if [ -z "${ROCKETMQ_VECTORS:-}" ] && [ -n "${ROCKETMQ_VECTORS_DIR:-}" ]; then
+        export ROCKETMQ_VECTORS="${ROCKETMQ_VECTORS_DIR}"
     fi
     return 0
 }
