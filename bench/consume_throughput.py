@@ -1,0 +1,176 @@
+"""Consume throughput: push consumer vs a raw pull-and-decode loop (the ceiling).
+
+Starts the embedded broker in a *separate process* (so client CPU is measured
+alone) unless ``--namesrv`` is given, fills (or reuses) a backlog of 100-byte
+messages on 8 queues, then prints for three runs: msgs/s and client CPU-seconds
+per million messages for
+  (a) PushConsumer with a no-op listener (consume_message_batch_max_size 1),
+  (b) a raw pull-and-decode loop using the client's own codec,
+  (c) PushConsumer with consume_message_batch_max_size 32.
+
+    .venv/bin/python bench/consume_throughput.py --messages 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from airflow_provider_rocketmq.client.config import ClientConfig  # noqa: E402
+from airflow_provider_rocketmq.client.consumer.config import ConsumeStatus  # noqa: E402
+from airflow_provider_rocketmq.client.consumer.push import PushConsumer  # noqa: E402
+from airflow_provider_rocketmq.client.loop_thread import LoopThread  # noqa: E402
+from airflow_provider_rocketmq.client.message import Message, decode_messages  # noqa: E402
+from airflow_provider_rocketmq.client.mqclient import MQClient  # noqa: E402
+from airflow_provider_rocketmq.client.producer import AsyncProducer  # noqa: E402
+from airflow_provider_rocketmq.client.remoting.codes import RequestCode  # noqa: E402
+from airflow_provider_rocketmq.client.remoting.command import RemotingCommand  # noqa: E402
+
+BROKER_SCRIPT = """
+import asyncio, sys
+sys.path.insert(0, %r)
+from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
+from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker, BrokerSettings
+async def main():
+    ns = EmbeddedNameServer(); await ns.start()
+    b = EmbeddedBroker(BrokerSettings(queues=8)); await b.start(); ns.register(b)
+    b.create_topic(%r, 8, 8)
+    print(ns.addr, flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+def start_broker(topic: str) -> tuple[subprocess.Popen[str], str]:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", BROKER_SCRIPT % (root, topic)], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def fill(lt: LoopThread, namesrv: str, topic: str, count: int) -> None:
+    async def go() -> None:
+        producer = AsyncProducer(ClientConfig(namesrv_addr=namesrv), group="bench_producer")
+        await producer.start()
+        qs = await producer.publish_queues(topic)
+        body = b"x" * 100
+        sent, q = 0, 0
+        while sent < count:
+            n = min(128, count - sent)
+            await producer.send_batch([Message(topic, body) for _ in range(n)], queue=qs[q % len(qs)])
+            sent += n
+            q += 1
+        await producer.close()
+    lt.run(go(), timeout=3600)
+
+
+def backlog(lt: LoopThread, namesrv: str, topic: str) -> int:
+    async def go() -> int:
+        client = MQClient(ClientConfig(namesrv_addr=namesrv))
+        route = await client.get_route(topic)
+        total = sum([await client.max_offset(mq) for mq in route.subscribe_queues(topic)])
+        await client.close()
+        return total
+    return lt.run(go())
+
+
+def run_push(namesrv: str, topic: str, group: str, total: int, batch: int) -> tuple[float, float]:
+    count = [0]
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            count[0] += len(msgs)
+            if count[0] >= total:
+                done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                     consume_message_batch_max_size=batch, consume_thread_min=4, consume_thread_max=4)
+    c.subscribe(topic)
+    c.register_listener(listener)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    c.start()
+    done.wait(600)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    c.shutdown()
+    return wall, cpu
+
+
+def run_raw(namesrv: str, topic: str, total: int) -> tuple[float, float]:
+    async def go() -> None:
+        client = MQClient(ClientConfig(namesrv_addr=namesrv))
+        route = await client.get_route(topic)
+        mqs = route.subscribe_queues(topic)
+        got = [0]
+
+        ends = {mq: await client.max_offset(mq) for mq in mqs}
+
+        async def one(mq) -> None:  # type: ignore[no-untyped-def]
+            addr = client.broker_addr(mq.broker_name)
+            offset = 0
+            while offset < ends[mq]:
+                cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+                    "consumerGroup": "bench_raw", "topic": topic, "queueId": mq.queue_id, "queueOffset": offset,
+                    "maxMsgNums": 32, "sysFlag": 6, "commitOffset": 0, "suspendTimeoutMillis": 1000,
+                    "subscription": "*", "subVersion": 0, "expressionType": "TAG"})
+                resp = await client.invoke(addr, cmd, 5)
+                if resp.code == 0:
+                    got[0] += len(decode_messages(resp.body or b""))
+                    offset = int(resp.ext["nextBeginOffset"])
+        await asyncio.gather(*(one(mq) for mq in mqs))
+        await client.close()
+    lt = LoopThread()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    lt.run(go(), timeout=600)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    lt.stop()
+    return wall, cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--namesrv", help="use this name server instead of starting the embedded broker")
+    ap.add_argument("--topic", default="BenchConsume100B")
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    proc = None
+    namesrv = args.namesrv
+    if namesrv is None:
+        proc, namesrv = start_broker(args.topic)
+    lt = LoopThread()
+    try:
+        have = backlog(lt, namesrv, args.topic)
+        if have < args.messages:
+            t = time.perf_counter()
+            fill(lt, namesrv, args.topic, args.messages - have)
+            print(f"filled {args.messages - have} messages in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+        total = args.messages
+        print(f"{'run':>3} {'mode':<28} {'msgs/s':>10} {'CPU-s/M':>8}")
+        for run in range(1, args.runs + 1):
+            for label, fn in (("(a) push, no-op, batch 1", lambda: run_push(namesrv, args.topic,
+                                                                              f"bench_a_{os.getpid()}_{run}", total, 1)),
+                              ("(b) raw pull+decode", lambda: run_raw(namesrv, args.topic, total)),
+                              ("(c) push, batch 32", lambda: run_push(namesrv, args.topic,
+                                                                       f"bench_c_{os.getpid()}_{run}", total, 32))):
+                wall, cpu = fn()
+                print(f"{run:>3} {label:<28} {total / wall:>10.0f} {cpu / total * 1e6:>8.2f}", flush=True)
+    finally:
+        lt.stop()
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
