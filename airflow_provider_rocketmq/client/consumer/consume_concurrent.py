@@ -11,7 +11,9 @@ committed offset never passes a message that is neither consumed nor retried.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +55,11 @@ class ConcurrentConsumeService:
         self.consumed_ok = 0
         self.consumed_failed = 0
         self.consume_rt_total = 0.0
+        # worker results go through a deque; the loop is woken once per burst, not once per batch
+        # (each call_soon_threadsafe is a self-pipe write plus a GIL hand-off)
+        self._results: collections.deque[tuple] = collections.deque()  # type: ignore[type-arg]
+        self._wake_lock = threading.Lock()
+        self._wake_pending = False
 
     # -- dispatch --------------------------------------------------------------------------
     def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
@@ -89,11 +96,22 @@ class ConcurrentConsumeService:
             bad = failed_from(status, ctx, len(chunk))
             if bad < len(chunk):
                 failures.append((chunk[bad:], ctx.delay_level_when_next_consume))
-        rt = time.monotonic() - start
+        self._results.append((msgs, pq, mq, token, failures, time.monotonic() - start))
+        with self._wake_lock:
+            if self._wake_pending:
+                return
+            self._wake_pending = True
         try:
-            self.loop.call_soon_threadsafe(self._settle, msgs, pq, mq, token, failures, rt)
+            self.loop.call_soon_threadsafe(self._drain_results)
         except RuntimeError:  # loop closed during shutdown: offsets of this batch are simply not advanced
             pass
+
+    def _drain_results(self) -> None:
+        with self._wake_lock:
+            self._wake_pending = False
+        results = self._results
+        while results:
+            self._settle(*results.popleft())
 
     async def _run_async(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue,
                          token: int) -> None:
