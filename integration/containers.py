@@ -248,10 +248,15 @@ class RunningRocketMQ:
             log.warning("could not remove the test network: %s", exc)
 
 
-def _to_container(spec: ContainerSpec, network: Any) -> Any:
+def build_container(spec: ContainerSpec, network: Any, docker_client_kw: dict[str, Any] | None = None) -> Any:
+    """A testcontainers ``DockerContainer`` for ``spec`` (created, not started).
+
+    With an explicit API ``version`` in ``docker_client_kw`` nothing contacts Docker,
+    which is how the configuration test builds it without an engine.
+    """
     from testcontainers.core.container import DockerContainer
 
-    c = DockerContainer(spec.image).with_command(spec.command).with_envs(**spec.env)
+    c = DockerContainer(spec.image, docker_client_kw=docker_client_kw).with_command(spec.command).with_envs(**spec.env)
     for cport, hport in spec.ports.items():
         c = c.with_bind_ports(cport, hport)
     for path, content in spec.files.items():
@@ -268,9 +273,9 @@ def start_rocketmq(endpoint: str, tag: str | None = None) -> RunningRocketMQ:
     namesrv_port = NAMESRV_PORT if _port_free("127.0.0.1", NAMESRV_PORT) else _ephemeral_port()
     ns_spec, br_spec = rocketmq_specs(ip, tag, namesrv_port, listen)
     network = Network().create()
-    namesrv = _to_container(ns_spec, network).start()
+    namesrv = build_container(ns_spec, network).start()
     try:
-        broker = _to_container(br_spec, network).start()
+        broker = build_container(br_spec, network).start()
     except BaseException:
         namesrv.stop()
         network.remove()

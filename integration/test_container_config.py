@@ -107,6 +107,31 @@ def test_wait_strategies_are_log_based() -> None:
         assert isinstance(spec.wait_strategy(), wait_strategies.LogMessageWaitStrategy)
 
 
+def test_testcontainers_objects_carry_the_specs() -> None:
+    """The DockerContainer objects the backend would start, built without a Docker engine."""
+    pytest.importorskip("testcontainers")
+    from testcontainers.core.network import Network
+
+    offline = {"version": "1.41"}  # a fixed API version: docker-py does not contact the engine
+    network = Network(docker_client_kw=offline)
+    ns_spec, br_spec = rocketmq_specs("10.1.2.3", tag="4.9.7", broker_listen_port=20911)
+    ns = containers.build_container(ns_spec, network, offline)
+    br = containers.build_container(br_spec, network, offline)
+    assert ns.image == br.image == "apache/rocketmq:4.9.7"
+    assert ns.ports == {"9876": 9876}
+    assert br.ports == {"20911": 20911, "20909": 20909, "20912": 20912}
+    assert br.env["NAMESRV_ADDR"] == "namesrv:9876" and "JAVA_OPT_EXT" in br.env
+    # testcontainers keeps these on private attributes; there is no public getter
+    assert br._command == br_spec.command
+    assert ns._network is network and br._network is network
+    assert ns._network_aliases == ["namesrv"] and br._network_aliases == ["broker"]
+    (content, path, _mode), = br._transferable_specs
+    assert path == BROKER_CONF_PATH and content.decode() == br_spec.files[BROKER_CONF_PATH]
+    assert ns._transferable_specs == []
+    assert re.search(br._wait_strategy._message.pattern, BROKER_LOGS[0])
+    assert re.search(ns._wait_strategy._message.pattern, NAMESRV_LOGS[0])
+
+
 def _fake_engine(reply: bytes) -> tuple[str, threading.Thread]:
     """A one-shot TCP server on 127.0.0.1 answering the probe with ``reply``."""
     srv = socket.socket()
