@@ -5,9 +5,12 @@ The cluster runs on one event loop: the caller's (``async with``) or a private
 connections, ...) go through `bridge`, so the same method works everywhere:
 
 * called on the cluster's own loop: returns the coroutine (``await`` it);
-* called from another running loop (an async test using the shared fixture):
-  schedules it on the cluster's loop and returns an awaitable;
-* called from synchronous code: runs it and returns its result.
+* called from synchronous code: runs it on the cluster's loop and returns its result;
+* called from another running loop (an async test using the shared fixture): runs it
+  to completion on the cluster's loop, then returns an already-completed future, so
+  ``await cluster.restart_broker(...)`` and a forgotten ``await`` both see the effect.
+  Methods whose coroutine needs the *caller's* loop to make progress (a request to a
+  client that runs on that loop) use ``wait=False`` and return a pending awaitable.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = 60.0
 
 
-def bridge(loop: asyncio.AbstractEventLoop | None, coro: Coroutine[Any, Any, T],
+def bridge(loop: asyncio.AbstractEventLoop | None, coro: Coroutine[Any, Any, T], *, wait: bool = True,
            timeout: float = DEFAULT_TIMEOUT) -> Any:
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -36,14 +39,22 @@ def bridge(loop: asyncio.AbstractEventLoop | None, coro: Coroutine[Any, Any, T],
     fut = asyncio.run_coroutine_threadsafe(coro, loop)
     if running is None:
         return fut.result(timeout)
-    return asyncio.wrap_future(fut)
+    if not wait:
+        return asyncio.wrap_future(fut)
+    # Blocking the caller's loop briefly is safe: the work runs on the other loop's thread.
+    done: asyncio.Future[T] = running.create_future()
+    done.set_result(fut.result(timeout))
+    return done
 
 
-def bridged(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Any]:
+def bridged(fn: Callable[..., Coroutine[Any, Any, T]] | None = None, *, wait: bool = True) -> Any:
     """Decorate an ``async def`` method of an object with a ``loop`` attribute."""
 
-    @functools.wraps(fn)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return bridge(getattr(self, "loop", None), fn(self, *args, **kwargs))
+    def decorate(func: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return bridge(getattr(self, "loop", None), func(self, *args, **kwargs), wait=wait)
 
-    return wrapper
+        return wrapper
+
+    return decorate(fn) if fn is not None else decorate

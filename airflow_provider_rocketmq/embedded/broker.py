@@ -177,6 +177,7 @@ class EmbeddedBroker:
             self.store = None  # reopened (and re-scanned) from disk by the next start()
         self.consumers.groups.clear()
         self.consumers.producer_groups.clear()
+        self.locks = LockManager(self.settings.lock_expiry)  # a restarted broker forgets its locks
         log.info("broker %s stopped", self.name)
 
     @bridged
@@ -283,7 +284,7 @@ class EmbeddedBroker:
         raise LookupError(f"consumer group {group!r} has no live channel"
                           + (f" for client {client_id!r}" if client_id else ""))
 
-    @bridged
+    @bridged(wait=False)  # the client may run on the caller's loop
     async def get_consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False,
                                         timeout: float = 5.0) -> RemotingCommand:
         """Ask a consumer for its running info (GET_CONSUMER_RUNNING_INFO 307); the raw response."""
@@ -293,7 +294,7 @@ class EmbeddedBroker:
                                "jstackEnable": "true" if jstack else "false"}, language="JAVA")
         return await conn.request(cmd, timeout)
 
-    @bridged
+    @bridged  # oneway to the clients: nothing to wait for on their side
     async def reset_consumer_offset(self, group: str, topic: str, offsets: dict[int, int] | None = None, *,
                                     timestamp: int | None = None, force: bool = True) -> list[str]:
         """RESET_CONSUMER_CLIENT_OFFSET (220) to every member: commit ``offsets`` (queue id -> offset,
@@ -326,7 +327,7 @@ class EmbeddedBroker:
             told.append(chan.client_id)
         return told
 
-    @bridged
+    @bridged(wait=False)  # the client may run on the caller's loop
     async def consume_message_directly(self, group: str, client_id: str, commit_log_offset: int, *,
                                        timeout: float = 5.0) -> RemotingCommand:
         """CONSUME_MESSAGE_DIRECTLY (309): hand one stored message to a client; the raw response."""

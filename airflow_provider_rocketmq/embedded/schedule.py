@@ -38,28 +38,32 @@ class ScheduleService:
 
     def __init__(self, broker: EmbeddedBroker) -> None:
         self.broker = broker
-        self._wake = asyncio.Event()
+        self._wakeup: asyncio.Future[None] | None = None
 
     def delay_ms(self, level: int) -> float:
         return DELAY_LEVELS_S[level - 1] * 1000.0 * self.broker.settings.time_scale
 
     def on_arrival(self, topic: str, queue_id: int, tags_code: int) -> None:
-        if topic == SCHEDULE_TOPIC:
-            self._wake.set()
+        if topic == SCHEDULE_TOPIC and self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
 
     async def run(self) -> None:
-        self._wake = asyncio.Event()  # bound to the running loop
+        # A plain future plus a timer: cancelling this task cancels exactly one await
+        # (wait_for around an Event could leave a cancelled task running on 3.11).
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 wait = self.deliver_due()
             except Exception:  # never let one bad record stop delivery for good
                 log.exception("broker %s: delayed delivery failed", self.broker.name)
                 wait = 1.0
-            self._wake.clear()
+            wakeup = self._wakeup = loop.create_future()
+            timer = loop.call_later(wait, _wake, wakeup)
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=wait)
-            except asyncio.TimeoutError:
-                pass
+                await wakeup
+            finally:
+                timer.cancel()
+                self._wakeup = None
 
     def deliver_due(self) -> float:
         """Deliver every due message; return seconds until the next one is due (max 60)."""
@@ -105,3 +109,8 @@ class ScheduleService:
         store.put_message(topic, queue_id, msg.body, properties_to_string(props), flag=msg.flag,
                           sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
                           reconsume_times=msg.reconsume_times)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -48,7 +48,7 @@ async def test_busy_flow_control_dropped_and_delayed_responses(embedded_cluster:
 
 async def test_route_json_forms_and_clusters(embedded_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
     cluster = embedded_cluster_factory(clusters={"c1": 2, "c2": 1}, queues=2)
-    cluster.create_topic("MT", 3, brokers=["broker-a", "broker-c"])
+    await cluster.create_topic("MT", 3, brokers=["broker-a", "broker-c"])
     ns = await RawClient().connect(cluster.namesrv_addr)
     try:
         old = await ns.call(105, {"topic": "MT"}, version=399)

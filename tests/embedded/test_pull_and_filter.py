@@ -19,7 +19,7 @@ async def _wait_parked(cluster: EmbeddedCluster, n: int, timeout: float = 5.0) -
 
 
 async def test_long_poll_is_answered_when_a_message_arrives(embedded_cluster: EmbeddedCluster) -> None:
-    embedded_cluster.create_topic("LP", 1)
+    await embedded_cluster.create_topic("LP", 1)
     c = await RawClient().connect(embedded_cluster.brokers[0].addr)
     try:
         started = time.monotonic()
@@ -40,7 +40,7 @@ async def test_long_poll_is_answered_when_a_message_arrives(embedded_cluster: Em
 
 
 async def test_long_poll_times_out_with_pull_not_found(embedded_cluster: EmbeddedCluster) -> None:
-    embedded_cluster.create_topic("LP2", 1)
+    await embedded_cluster.create_topic("LP2", 1)
     c = await RawClient().connect(embedded_cluster.brokers[0].addr)
     try:
         started = time.monotonic()
@@ -55,7 +55,7 @@ async def test_long_poll_times_out_with_pull_not_found(embedded_cluster: Embedde
 
 
 async def test_parked_pull_ignores_messages_its_tags_do_not_match(embedded_cluster: EmbeddedCluster) -> None:
-    embedded_cluster.create_topic("LP3", 1)
+    await embedded_cluster.create_topic("LP3", 1)
     c = await RawClient().connect(embedded_cluster.brokers[0].addr)
     try:
         parked = asyncio.ensure_future(
