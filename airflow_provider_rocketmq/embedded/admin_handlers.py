@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..client.errors import RocketMQError
 from ..client.queue import MessageQueue
 from ..client.remoting import fastjson
 from ..client.remoting.codes import ResponseCode
@@ -32,7 +33,8 @@ class AdminHandlers:
     def handlers(self) -> dict[int, Handler]:
         return {30: self.max_offset, 31: self.min_offset, 29: self.search_offset, 32: self.earliest_time,
                 33: self.view_message, 17: self.create_topic, 202: self.topic_stats,
-                203: self.consumer_connections, 208: self.consume_stats}
+                203: self.consumer_connections, 208: self.consume_stats, 222: self.reset_offset,
+                307: self.forward_to_client, 309: self.forward_to_client}
 
     @property
     def _store(self):  # type: ignore[no-untyped-def]
@@ -135,3 +137,49 @@ class AdminHandlers:
                     "lastTimestamp": store.store_time(topic, qid, consumer - 1) if consumer > 0 else 0}
         body = fastjson.dumps({"consumeTps": 0.0, "offsetTable": table}).encode("utf-8")
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def reset_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222, mqadmin resetOffsetByTime): tell the online members.
+
+        Like Broker2Client.resetOffset the broker does not commit the offsets itself; each queue
+        goes to the offset of ``timestamp`` (-1: the max offset) unless that is ahead of the
+        group's offset and ``isForce`` is false.
+        """
+        topic = req_str(cmd, "topic")
+        group = req_str(cmd, "group")
+        timestamp = req_int(cmd, "timestamp")
+        force = (opt_str(cmd, "isForce") or "false").lower() == "true"
+        broker, store = self.broker, self._store
+        cfg = broker.topics.get(topic)
+        if cfg is None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"[reset-offset] topic does not exist {topic}")
+        table: dict[MessageQueue, int] = {}
+        for qid in range(cfg.write_queues):
+            current = store.query_offset(group, topic, qid)
+            if current == -1:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR,
+                                         remark=f"THe consumer group <{group}> not exist")
+            target = store.max_offset(topic, qid) if timestamp == -1 else store.search_offset(topic, qid, timestamp)
+            table[MessageQueue(topic, broker.name, qid)] = target if force or target < current else current
+        if not broker.tell_reset(group, topic, table, timestamp, force):
+            return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                     remark=f"Consumer not online, so can not reset offset, Group: {group} "
+                                            f"Topic: {topic} Timestamp: {timestamp}")
+        return cmd.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": table}).encode())
+
+    async def forward_to_client(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (307) / CONSUME_MESSAGE_DIRECTLY (309) from an admin: relay to the client."""
+        group = req_str(cmd, "consumerGroup")
+        client_id = req_str(cmd, "clientId")
+        try:
+            target = self.broker.client_channel(group, client_id)
+        except LookupError:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR,
+                                     remark=f"The Consumer <{group}> <{client_id}> not online")
+        relay = RemotingCommand(cmd.code, dict(cmd.ext), cmd.body, language="JAVA")
+        try:
+            answer = await target.request(relay, 5.0)
+        except RocketMQError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR,
+                                     remark=f"invoke consumer <{group}> <{client_id}> Exception: {exc}")
+        return cmd.make_response(answer.code, answer.ext_fields, answer.body, answer.remark)

@@ -313,6 +313,11 @@ class EmbeddedBroker:
                 off = self.store.search_offset(topic, qid, timestamp or 0)
             table[MessageQueue(topic, self.name, qid)] = off
             self.store.commit_offset(group, topic, qid, off)
+        return self.tell_reset(group, topic, table, -1 if timestamp is None else timestamp, force)
+
+    def tell_reset(self, group: str, topic: str, table: dict[MessageQueue, int], timestamp: int,
+                   force: bool) -> list[str]:
+        """Send RESET_CONSUMER_CLIENT_OFFSET (oneway) with ``table`` to every member; their client ids."""
         body = fastjson.dumps({"offsetTable": table}).encode()
         told: list[str] = []
         info = self.consumers.find(group)
@@ -320,8 +325,7 @@ class EmbeddedBroker:
             if chan.conn.is_closed:
                 continue
             chan.conn.oneway(RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                                             {"topic": topic, "group": group,
-                                              "timestamp": str(timestamp if timestamp is not None else -1),
+                                             {"topic": topic, "group": group, "timestamp": str(timestamp),
                                               "isForce": "true" if force else "false"},
                                              body, language="JAVA"))
             told.append(chan.client_id)

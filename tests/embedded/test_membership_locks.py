@@ -153,3 +153,41 @@ def test_close_client_connections_from_sync_code(embedded_cluster: EmbeddedClust
         assert embedded_cluster.brokers[0].consumer_ids("gz") == []
 
     asyncio.run(scenario())
+
+
+async def test_admin_reset_and_relay_to_clients(embedded_cluster: EmbeddedCluster) -> None:
+    broker = embedded_cluster.brokers[0]
+    seen: list[RemotingCommand] = []
+
+    async def answer(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        seen.append(cmd)
+        return cmd.make_response(0, body=b'{"jstack":"none"}', language="PYTHON")
+
+    async def record(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
+        seen.append(cmd)
+
+    consumer = await open_connection(broker.addr, handlers={307: answer, 220: record, 40: record})
+    admin = await RawClient().connect(broker.addr)
+    try:
+        for i in range(4):
+            await admin.call(310, send_ext("RS", queue_id=0), f"r{i}".encode())
+        r = await admin.call(222, {"topic": "RS", "group": "gr", "timestamp": -1, "isForce": "true"})
+        assert (r.code, r.remark) == (1, "THe consumer group <gr> not exist")
+        for qid in range(8):
+            await admin.call(15, {"consumerGroup": "gr", "topic": "RS", "queueId": qid, "commitOffset": 0})
+        r = await admin.call(222, {"topic": "RS", "group": "gr", "timestamp": -1, "isForce": "true"})
+        assert r.code == 206 and r.remark.startswith("Consumer not online, so can not reset offset")
+        await consumer.request(RemotingCommand(34, body=heartbeat_body("C9", "gr", {"RS": "*"})), 5)
+        r = await admin.call(222, {"topic": "RS", "group": "gr", "timestamp": -1, "isForce": "true"})
+        assert r.code == 0
+        table = {MessageQueue.from_json(fastjson.parse_key(k)).queue_id: v
+                 for k, v in fastjson.loads(r.body)["offsetTable"].items()}
+        assert table[0] == 4 and table[1] == 0
+        r = await admin.call(307, {"consumerGroup": "gr", "clientId": "C9", "jstackEnable": "false"})
+        assert (r.code, r.body) == (0, b'{"jstack":"none"}')
+        r = await admin.call(307, {"consumerGroup": "gr", "clientId": "nobody", "jstackEnable": "false"})
+        assert (r.code, r.remark) == (1, "The Consumer <gr> <nobody> not online")
+        assert [c.code for c in seen if c.code in (220, 307)] == [220, 307]
+    finally:
+        await consumer.close()
+        await admin.close()
