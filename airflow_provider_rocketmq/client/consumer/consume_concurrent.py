@@ -16,12 +16,13 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..message import MessageExt
 from ..queue import MessageQueue
-from .listener import ConsumeContext, Listener, failed_from, is_async_listener
+from .config import ConsumeStatus
+from .consume_pool import ConsumePool
+from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
 from .process_queue import ProcessQueue
 
 if TYPE_CHECKING:
@@ -43,10 +44,6 @@ class ConcurrentConsumeService:
         self.listener = listener
         self.is_async = is_async_listener(listener)
         self.loop = asyncio.get_running_loop()
-        self.pool: ThreadPoolExecutor | None = None
-        if not self.is_async:
-            self.pool = ThreadPoolExecutor(core.config.consume_thread_min,
-                                           thread_name_prefix=f"ConsumeMessageThread_{core.group}")
         self.batch_max = core.config.consume_message_batch_max_size
         self.inflight = 0
         self._idle = asyncio.Event()
@@ -60,6 +57,23 @@ class ConcurrentConsumeService:
         self._results: collections.deque[tuple] = collections.deque()  # type: ignore[type-arg]
         self._wake_lock = threading.Lock()
         self._wake_pending = False
+        self.pool: ConsumePool | None = None
+        if not self.is_async:
+            self.pool = ConsumePool(core.config.consume_thread_min, f"ConsumeMessageThread_{core.group}",
+                                    on_idle=self._wake_loop)
+            self.pool.defer_wake = self._schedule_kick
+        self._kick_scheduled = False
+
+    def _schedule_kick(self) -> None:
+        # batches submitted during one loop iteration share one worker wake-up
+        if not self._kick_scheduled:
+            self._kick_scheduled = True
+            self.loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_scheduled = False
+        if self.pool is not None:
+            self.pool.kick()
 
     # -- dispatch --------------------------------------------------------------------------
     def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
@@ -82,21 +96,33 @@ class ConcurrentConsumeService:
         failures: list[Failure] = []
         listener = self.listener
         step = self.batch_max
+        success = ConsumeStatus.CONSUME_SUCCESS
         start = time.monotonic()
+        ctx = ConsumeContext(mq)
         for i in range(0, len(msgs), step):
             if pq.dropped:  # Java skips the listener for a dropped queue
                 break
-            chunk = list(msgs[i:i + step])
-            ctx = ConsumeContext(mq)
+            chunk = msgs[i:i + step]
             try:
                 status = listener(chunk, ctx)
             except Exception:
                 log.exception("listener raised on %d message(s) of %s; they will be retried", len(chunk), mq)
                 status = None
+            if status is success and ctx.ack_index == ACK_ALL:
+                continue  # the common case: no per-call bookkeeping
             bad = failed_from(status, ctx, len(chunk))
             if bad < len(chunk):
                 failures.append((chunk[bad:], ctx.delay_level_when_next_consume))
-        self._results.append((msgs, pq, mq, token, failures, time.monotonic() - start))
+            ctx = ConsumeContext(mq)  # the listener changed it: a fresh one for the next call
+        results = self._results
+        results.append((msgs, pq, mq, token, failures, time.monotonic() - start))
+        if len(results) >= 16:  # a long busy burst still settles offsets regularly
+            self._wake_loop()
+
+    def _wake_loop(self) -> None:
+        """Hand collected results to the loop: one wake-up per burst, not per batch."""
+        if not self._results:
+            return
         with self._wake_lock:
             if self._wake_pending:
                 return
@@ -207,4 +233,4 @@ class ConcurrentConsumeService:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown()

@@ -80,7 +80,12 @@ class PullService:
         sub = core.subscriptions.get(mq.topic)
         delay = 0.0
         previously_locked = False
+        # concurrent mode: settle finished batches before judging flow control (no wake-up needed)
+        results = getattr(core.consume, "_results", None)
+        drain = getattr(core.consume, "_drain_results", None)
         while not pq.dropped and not core.closing:
+            if results:
+                drain()  # type: ignore[misc]
             if delay:
                 await asyncio.sleep(delay)
                 delay = 0.0
