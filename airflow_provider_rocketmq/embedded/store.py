@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..client.errors import MessageDecodeError
+from ..client.errors import ConfigError, MessageDecodeError
 from ..client.message import (
     PROPERTY_TAGS,
     MessageExt,
@@ -128,6 +128,7 @@ class MessageStore:
         self.listeners: list[ArrivalListener] = []
         self._log_fd: int | None = None
         self._offsets_fd: int | None = None
+        self._lock_fd: int | None = None
         if self.dir is not None:
             self._open_files()
 
@@ -135,9 +136,25 @@ class MessageStore:
     def _open_files(self) -> None:
         assert self.dir is not None
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock_dir()
         self._load_topics()
         self._load_commit_log()
         self._load_offsets()
+
+    def _lock_dir(self) -> None:
+        """One broker per directory: two writers would interleave commit-log records."""
+        assert self.dir is not None
+        try:
+            import fcntl
+        except ImportError:  # not on POSIX: no protection, as documented
+            return
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ConfigError("data_dir", f"{self.dir} is in use by another running broker") from None
+        self._lock_fd = fd
 
     def _load_topics(self) -> None:
         assert self.dir is not None
@@ -219,13 +236,13 @@ class MessageStore:
         self._offsets_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def close(self) -> None:
-        for fd in (self._log_fd, self._offsets_fd):
+        for fd in (self._log_fd, self._offsets_fd, self._lock_fd):
             if fd is not None:
                 try:
-                    os.close(fd)
+                    os.close(fd)  # closing the lock descriptor releases the flock
                 except OSError:
                     pass
-        self._log_fd = self._offsets_fd = None
+        self._log_fd = self._offsets_fd = self._lock_fd = None
 
     # -- writing ----------------------------------------------------------------------
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:

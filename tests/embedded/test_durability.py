@@ -132,3 +132,14 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0  # SIGTERM stops it cleanly
 
+
+
+def test_a_data_dir_serves_one_broker_at_a_time(tmp_path: Path) -> None:
+    from airflow_provider_rocketmq.client.errors import ConfigError
+
+    with EmbeddedCluster(data_dir=str(tmp_path)):
+        with pytest.raises(ConfigError) as info:
+            EmbeddedCluster(data_dir=str(tmp_path)).start()
+        assert info.value.field == "data_dir" and "in use" in str(info.value)
+    with EmbeddedCluster(data_dir=str(tmp_path)) as again:  # released on stop
+        assert again.brokers[0].running
