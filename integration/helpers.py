@@ -27,7 +27,7 @@ from airflow_provider_rocketmq.client import (
     SendResult,
 )
 
-from .backends import IntegrationCluster
+from .backends import IntegrationCluster, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 SEQ = "it_seq"  # user property carrying a message's sequence number in its test
@@ -153,10 +153,35 @@ def is_partition(assignment: dict[str, frozenset[MessageQueue]], all_queues: Ite
     return union == want and total == len(want)
 
 
+def uncommitted_queues(cluster: IntegrationCluster, group: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Queues whose committed offset on the broker differs from the max offset: {queue_id: (committed, max)}."""
+    hw = cluster.admin.high_water_marks(topic)
+    out = {}
+    for mq, end in hw.items():
+        committed = cluster.admin.committed_offset(group, mq)
+        if committed != end:
+            out[mq.queue_id] = (committed, end)
+    return out
+
+
 def broker_offsets_caught_up(cluster: IntegrationCluster, group: str, topic: str) -> bool:
     """True when the broker's committed offset of every queue equals the queue's max offset."""
-    hw = cluster.admin.high_water_marks(topic)
-    return all(cluster.admin.committed_offset(group, mq) == end for mq, end in hw.items())
+    behind = uncommitted_queues(cluster, group, topic)
+    if behind:
+        last_behind[(group, topic)] = behind
+    return not behind
+
+
+# the last mismatch seen per (group, topic), for failure messages
+last_behind: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
+
+
+def wait_offsets_committed(cluster: IntegrationCluster, group: str, topic: str, timeout: float = 15.0) -> None:
+    """Wait until the broker holds every queue's max offset as the group's committed offset."""
+    try:
+        wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), timeout, "offsets committed")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; queue: (committed, max) = {last_behind.get((group, topic))}") from None
 
 
 def run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:

@@ -11,11 +11,11 @@ from pathlib import Path
 from .backends import IntegrationCluster, wait_until
 from .helpers import (
     Collector,
-    broker_offsets_caught_up,
     make_message,
     produce,
     start_consumer,
     stop_consumers,
+    wait_offsets_committed,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,8 +75,7 @@ def test_kill_9_consumer_mid_stream_then_restart_loses_nothing(cluster: Integrat
     # at-least-once: redeliveries are possible only for what the killed process had not committed
     redelivered = len(consumed) - len(set(consumed))
     assert redelivered <= len(before_restart) + 4 * 32
-    wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT,
-               "the restarted consumer's offsets committed on the broker")
+    wait_offsets_committed(cluster, group, topic)
 
 
 def test_broker_restart_mid_stream_loses_nothing(restartable: IntegrationCluster) -> None:
@@ -100,4 +99,4 @@ def test_broker_restart_mid_stream_loses_nothing(restartable: IntegrationCluster
     finally:
         stop_consumers(consumer)
     assert collector.seqs() == set(range(400))
-    wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT, "offsets committed")
+    wait_offsets_committed(cluster, group, topic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from .backends import IntegrationCluster, wait_until
-from .helpers import Collector, broker_offsets_caught_up, produce, run_cli, start_consumer, stop_consumers
+from .helpers import Collector, produce, run_cli, start_consumer, stop_consumers, wait_offsets_committed
 
 TIMEOUT = 60.0
 
@@ -22,7 +22,7 @@ def _lagging_group(cluster: IntegrationCluster) -> tuple[str, str, int]:
             collector.wait_for_seqs(range(40), TIMEOUT)
         finally:
             stop_consumers(consumer)
-        wait_until(lambda: broker_offsets_caught_up(cluster, group, topic), TIMEOUT, "offsets committed")
+        wait_offsets_committed(cluster, group, topic)
         produce(producer, topic, range(40, 65))
     # rewind one queue by 3 so that the per-queue lags differ
     first = cluster.queues(topic)[0]
