@@ -16,9 +16,9 @@ from ..client.remoting import fastjson
 from ..client.remoting.codes import ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
-from .broker import validate_topic
 from .headers import opt_int, opt_str, req_int, req_str
-from .store import PERM_RW
+from .store import PERM_RW, MessageStore
+from .topic_rules import validate_topic
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker
@@ -37,7 +37,7 @@ class AdminHandlers:
                 307: self.forward_to_client, 309: self.forward_to_client}
 
     @property
-    def _store(self):  # type: ignore[no-untyped-def]
+    def _store(self) -> MessageStore:
         store = self.broker.store
         assert store is not None
         return store

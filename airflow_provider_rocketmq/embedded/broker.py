@@ -11,31 +11,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
+import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..client.message import MessageExt, decode_messages
+from ..client.message import MessageExt, decode_messages, make_offset_msg_id
 from ..client.queue import MessageQueue
 from ..client.remoting import fastjson
 from ..client.remoting.codes import RequestCode, ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
+from .admin_handlers import AdminHandlers
 from .bridge import bridged
+from .client_handlers import ClientHandlers
 from .consumer_manager import ConsumerGroupInfo, ConsumerManager, LockManager
 from .faults import FaultInjector
 from .headers import HeaderError
-from .schedule import SCHEDULE_TOPIC
+from .pull import PullService
+from .schedule import ScheduleService
+from .send import SendHandlers
 from .store import PERM_INHERIT, PERM_RW, MessageStore, TopicConfig
+from .topic_rules import DEFAULT_TOPIC
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC = "TBW102"  # the template topic producers route by before a topic exists
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-TOPIC_MAX_LEN = 127
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
 
 @dataclass
@@ -70,17 +69,6 @@ class GroupConfig:
     notify_ids_changed: bool = True
 
 
-def validate_topic(topic: str) -> str | None:
-    """TopicValidator.validateTopic: the remark for a bad name, or None."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not _TOPIC_RE.match(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LEN:
-        return "The specified topic is longer than topic max length."
-    return None
-
-
 class EmbeddedBroker:
     """A broker master serving the remoting protocol on ``settings.host:settings.port``."""
 
@@ -95,13 +83,6 @@ class EmbeddedBroker:
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
-        # imported here: the handler modules import this module's constants
-        from .admin_handlers import AdminHandlers
-        from .client_handlers import ClientHandlers
-        from .pull import PullService
-        from .schedule import ScheduleService
-        from .send import SendHandlers
-
         self.pull = PullService(self)
         self.send_handlers = SendHandlers(self)
         self.client_handlers = ClientHandlers(self)
@@ -143,8 +124,6 @@ class EmbeddedBroker:
         if self.store is None:
             data_dir = None
             if self.settings.data_dir is not None:
-                import os
-
                 data_dir = os.path.join(self.settings.data_dir, self.settings.name)
             self.store = MessageStore(self.addr, data_dir, fsync=self.settings.fsync)
             self.store.listeners.append(self.pull.on_arrival)
@@ -339,8 +318,6 @@ class EmbeddedBroker:
         record = self.store.record_at(commit_log_offset)
         if record is None:
             raise LookupError(f"no message at commit-log offset {commit_log_offset}")
-        from ..client.message import make_offset_msg_id
-
         conn = self.client_channel(group, client_id)
         cmd = RemotingCommand(RequestCode.CONSUME_MESSAGE_DIRECTLY,
                               {"consumerGroup": group, "clientId": client_id,

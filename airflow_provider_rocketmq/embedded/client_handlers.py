@@ -13,10 +13,10 @@ from ..client.remoting import fastjson
 from ..client.remoting.codes import ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
-from .broker import RETRY_PREFIX
 from .consumer_manager import ClientChannel
 from .filter import SubscriptionData, SubscriptionParseError
 from .headers import opt_str, req_int, req_str
+from .topic_rules import RETRY_PREFIX
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker

@@ -31,16 +31,10 @@ from ..client.message import (
 from ..client.remoting.codes import ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
-from .broker import (
-    DLQ_PREFIX,
-    NOT_ALLOWED_SEND_TOPICS,
-    RETRY_PREFIX,
-    SCHEDULE_TOPIC,
-    validate_topic,
-)
-from .headers import FAQ_SUFFIX, HeaderError, opt_int, opt_str, req_int, req_str, send_header
-from .schedule import MAX_DELAY_LEVEL
+from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str, send_header
+from .schedule import MAX_DELAY_LEVEL, SCHEDULE_TOPIC
 from .store import PERM_RW, PERM_WRITE, PutResult, TopicConfig
+from .topic_rules import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, validate_topic
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker
@@ -201,8 +195,6 @@ class SendHandlers:
             results = self.broker.store.put_messages(topic, queue_id, staged, born_host=conn.peer)
         except _SendError as exc:
             return cmd.make_response(exc.code, {}, remark=exc.remark)
-        except HeaderError:
-            raise
         return self._response(cmd, ",".join(r.msg_id for r in results), queue_id, results[0].queue_offset)
 
     # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------------
