@@ -22,25 +22,14 @@ from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
 
 class TestCluster:
-    def __init__(self, queues: int = 8, time_scale: float = 1.0, brokers: int = 1) -> None:
-        from airflow_provider_rocketmq.embedded.broker import BrokerSettings, EmbeddedBroker
-        from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
-        self.lt = LoopThread(name="test-broker")
-        self.queues = queues
+    """The shared EmbeddedCluster plus client-side helpers running on their own loop thread."""
 
-        async def up() -> tuple[Any, list[Any]]:
-            ns = EmbeddedNameServer()
-            await ns.start()
-            bs = []
-            for i in range(brokers):
-                b = EmbeddedBroker(BrokerSettings(name=f"broker-{chr(97 + i)}", queues=queues,
-                                                  time_scale=time_scale))
-                await b.start()
-                ns.register(b)
-                bs.append(b)
-            return ns, bs
-        self.namesrv, self.brokers = self.lt.run(up())
-        self.namesrv_addr: str = self.namesrv.addr
+    def __init__(self, queues: int = 8, time_scale: float = 1.0, brokers: int = 1, **kw: Any) -> None:
+        from airflow_provider_rocketmq.embedded import EmbeddedCluster
+        self.embedded = EmbeddedCluster(brokers=brokers, queues=queues, time_scale=time_scale, **kw).start()
+        self.queues = queues
+        self.namesrv_addr: str = self.embedded.namesrv_addr
+        self.lt = LoopThread(name="test-clients")
         self.client = MQClient(ClientConfig(namesrv_addr=self.namesrv_addr))
         self.producer = AsyncProducer(ClientConfig(namesrv_addr=self.namesrv_addr), group="test_producer")
         self.run(self.producer.start())
@@ -49,10 +38,7 @@ class TestCluster:
         return self.lt.run(coro, timeout)
 
     def create_topic(self, topic: str, queues: int | None = None) -> None:
-        async def go() -> None:  # broker state is owned by its loop
-            for b in self.brokers:
-                b.create_topic(topic, queues or self.queues, queues or self.queues)
-        self.run(go())
+        self.embedded.create_topic(topic, queues or self.queues)  # blocks until done (bridged)
 
     def fill(self, topic: str, count: int, *, body: Callable[[int], bytes] = lambda i: b"%08d" % i,
              tags: Callable[[int], str | None] = lambda i: None, per_batch: int = 64) -> list[bytes]:
@@ -113,13 +99,11 @@ class TestCluster:
         async def down() -> None:
             await self.producer.close()
             await self.client.close()
-            for b in self.brokers:
-                await b.stop()
-            await self.namesrv.stop()
         try:
             self.run(down())
         finally:
             self.lt.stop()
+            self.embedded.stop()
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
