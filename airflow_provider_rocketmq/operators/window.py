@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from airflow_provider_rocketmq.window.runner import Listener, WindowSpec, run_wi
 
 COMMIT_POLICIES = ("after_staging", "after_downstream")
 STAGING_ENV = "ROCKETMQ_STAGING_DIR"
+DEFAULT_MAPPED_SETTLE = 5.0
 # the window owns these: offsets are committed from the manifest, and every member must see every queue
 _FORCED = {"enable_offset_commit": False, "message_model": "CLUSTERING"}
 
@@ -57,6 +59,8 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         ``pull_batch_size``); windows default to ``CONSUME_FROM_FIRST_OFFSET``.
     :param assignment_timeout: seconds to wait for a first queue assignment before staging
         an empty window (a member with no queue).
+    :param settle_time: seconds the group's membership must stay unchanged before this member
+        takes queues; default 5 for mapped instances (so they split the queues), else 0.
     :param idle_timeout: seconds without any progress (broker gone, queue stuck) after which the
         window stages what is contiguous; the rest is left for the next window.
     :param rocketmq_conn_id: the `rocketmq` connection.
@@ -79,6 +83,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         consumer_overrides: Mapping[str, Any] | None = None,
         assignment_timeout: float = 60.0,
         idle_timeout: float = 120.0,
+        settle_time: float | None = None,
         rocketmq_conn_id: str = RocketMQHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
@@ -98,6 +103,8 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         self._spec_kwargs: dict[str, Any] = {"max_messages": max_messages, "max_bytes": max_bytes,
                              "max_duration": max_duration, "assignment_timeout": assignment_timeout,
                              "idle_timeout": idle_timeout}
+        if settle_time is not None:
+            self._spec_kwargs["settle_time"] = settle_time
         WindowSpec(topic="t", consumer_group="g", staging_dir="d", **self._spec_kwargs).validate()
         self.topic = topic
         self.consumer_group = consumer_group
@@ -110,6 +117,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         self.consumer_overrides = overrides
         self.assignment_timeout = assignment_timeout
         self.idle_timeout = idle_timeout
+        self.settle_time = settle_time
         self.rocketmq_conn_id = rocketmq_conn_id
 
     def _run_ids(self, context: Context) -> tuple[list[str], str]:
@@ -124,10 +132,18 @@ class RocketMQConsumeWindowOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         parts, window_id = self._run_ids(context)
+        spec_kwargs = dict(self._spec_kwargs)
+        if self.settle_time is None and len(parts) == 4:  # a mapped instance: let the siblings join
+            spec_kwargs["settle_time"] = DEFAULT_MAPPED_SETTLE
         staging = self.staging_path or os.path.join(default_staging_base(), *(safe_name(p) for p in parts))
         overrides = {"consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                      **self.consumer_overrides, **_FORCED}
         hook = RocketMQHook(self.rocketmq_conn_id)
+        if "instance_name" not in self.consumer_overrides:
+            # a unique client id per task instance: mapped siblings on one host (or a connection's
+            # fixed instance_name) would otherwise share one id and each take every queue
+            base = hook.get_consumer_config().instance_name
+            overrides["instance_name"] = f"{base}#{os.getpid()}#{time.monotonic_ns()}"
         config = hook.get_consumer_config(**overrides)
         spec = WindowSpec(
             topic=self.topic,
@@ -138,7 +154,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
             commit=self.commit == "after_staging",
             consume_from_where=config.consume_from_where,  # type: ignore[arg-type]
             consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
-            **self._spec_kwargs,
+            **spec_kwargs,
         )
 
         def make_consumer(listener: Listener) -> Any:

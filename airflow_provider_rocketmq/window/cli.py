@@ -47,6 +47,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="seconds to wait for a first queue assignment (default 60)")
     p.add_argument("--idle-timeout", type=float, default=120.0,
                    help="stage what is contiguous after this many seconds without progress (default 120)")
+    p.add_argument("--settle-time", type=float, default=0.0,
+                   help="join suspended and take queues once the group's membership was stable this long "
+                   "(use when several window commands of one group start together)")
     p.add_argument("--from", dest="start_from", choices=sorted(_FROM), default="first",
                    help="where a group without committed offsets starts (default first)")
     p.add_argument("--no-commit", action="store_true",
@@ -86,6 +89,7 @@ def _run(args: argparse.Namespace) -> Any:
         expression=args.expression, max_messages=args.max_messages, max_bytes=args.max_bytes,
         max_duration=args.max_duration, commit=not args.no_commit,
         assignment_timeout=args.assignment_timeout, idle_timeout=args.idle_timeout,
+        settle_time=args.settle_time,
         consume_from_where=ConsumeFromWhere[_FROM[args.start_from]],
     )
     spec.validate()

@@ -56,6 +56,8 @@ _RECHECK_STALLED = 2.0  # seconds between re-reads of the start offset of a queu
 class WindowAdmin(OffsetAdmin, Protocol):
     """The part of `Admin` a window needs."""
 
+    def consumer_ids(self, group: str) -> list[str]: ...
+
     def high_water_marks(self, topic: str) -> dict[MessageQueue, int]: ...
 
     def min_offset(self, mq: MessageQueue) -> int: ...
@@ -76,6 +78,9 @@ class WindowSpec:
     the first rebalance (a member that gets no queue stages an empty window);
     ``idle_timeout`` stops a window that makes no progress at all (broker gone, queue
     stuck): what is contiguous is staged and the rest is left for the next window.
+    ``settle_time`` > 0 (mapped instances): the member joins the group suspended and
+    only takes queues once the group's membership has been stable that long, so members
+    started together split the queues instead of each reading all of them first.
     """
 
     topic: str
@@ -91,6 +96,7 @@ class WindowSpec:
     rows_per_file: int = 100_000
     assignment_timeout: float = 60.0
     idle_timeout: float = 120.0
+    settle_time: float = 0.0
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     consume_timestamp_ms: int | None = None
     shutdown_timeout: float = 30.0
@@ -105,6 +111,9 @@ class WindowSpec:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        if isinstance(self.settle_time, bool) or not isinstance(self.settle_time, (int, float)) \
+                or self.settle_time < 0:
+            raise ConfigError("settle_time", f"must be >= 0 seconds, got {self.settle_time!r}")
         for name in ("max_duration", "assignment_timeout", "idle_timeout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -204,13 +213,18 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
 
     if not queues:
         return  # a topic without queues: nothing to read
-    started = time.monotonic()
-    deadline = started + spec.max_duration if spec.max_duration else None
     assignment = _Assignment(collector)
     consumer = consumer_factory(listener)
     consumer.on_assignment(assignment)
+    if spec.settle_time > 0:
+        consumer.suspend()  # heartbeats register the member; no rebalance until resume()
     consumer.start()
     try:
+        if spec.settle_time > 0:
+            _settle(spec, admin)
+            consumer.resume()
+        started = time.monotonic()  # bounds count from the moment queues may be taken
+        deadline = started + spec.max_duration if spec.max_duration else None
         last_recheck = last_progress = time.monotonic()
         seen_version = collector.version
         while True:
@@ -270,6 +284,19 @@ def _shutdown_bounded(consumer: Any, timeout: float) -> None:
                   timeout)
     elif error:
         log.warning("consumer shutdown failed: %s", error[0])
+
+
+def _settle(spec: WindowSpec, admin: WindowAdmin) -> None:
+    """Wait until the group's member list has not changed for ``settle_time`` (at most 4x that)."""
+    give_up = time.monotonic() + 4 * spec.settle_time
+    members = sorted(admin.consumer_ids(spec.consumer_group))
+    stable_since = time.monotonic()
+    while time.monotonic() < give_up and time.monotonic() - stable_since < spec.settle_time:
+        time.sleep(min(0.2, spec.settle_time))  # membership can only be polled (no admin event)
+        now = sorted(admin.consumer_ids(spec.consumer_group))
+        if now != members:
+            members, stable_since = now, time.monotonic()
+    log.info("group %s settled with %d member(s)", spec.consumer_group, len(members))
 
 
 def _key(mq: MessageQueue) -> QueueKey:
