@@ -78,6 +78,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_provider_rocketmq.triggers.lag"],
             }
         ],
+        "queues": ["airflow_provider_rocketmq.queues.rocketmq.RocketMQMessageQueueProvider"],
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_rocketmq.hooks.rocketmq.RocketMQHook",

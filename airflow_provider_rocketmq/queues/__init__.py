@@ -1,0 +1,1 @@
+"""Common-messaging integration (``MessageQueueTrigger(scheme="rocketmq", ...)``)."""
