@@ -17,7 +17,8 @@ import threading
 import time
 from typing import Any
 
-from ..errors import RocketMQError
+from ..config import env_namesrv
+from ..errors import ConfigError, RocketMQError
 from ..message import MessageExt
 from .config import TIMESTAMP_FORMAT, ConsumeStatus, parse_consume_timestamp
 from .push import PushConsumer
@@ -60,42 +61,52 @@ def message_json(m: MessageExt) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     if args.max_messages < 0:
-        raise SystemExit("error: --max-messages must be >= 0")
+        raise ConfigError("--max-messages", f"must be >= 0, got {args.max_messages}")
     if args.idle_timeout < 0:
-        raise SystemExit("error: --idle-timeout must be >= 0")
+        raise ConfigError("--idle-timeout", f"must be >= 0, got {args.idle_timeout}")
     options: dict[str, Any] = {"consume_from_where": _FROM[args.from_where],
                                "message_model": args.model.upper(), "consume_thread_min": 1,
                                "consume_thread_max": 1}
-    if args.namesrv:
-        options["namesrv_addr"] = args.namesrv
+    options["namesrv_addr"] = args.namesrv or env_namesrv()
     if args.from_where == "timestamp":
         if not args.timestamp:
-            raise SystemExit("error: --from timestamp needs --timestamp yyyyMMddHHmmss")
+            raise ConfigError("--timestamp", "--from timestamp needs --timestamp yyyyMMddHHmmss")
         parse_consume_timestamp(args.timestamp)
         options["consume_timestamp"] = args.timestamp
     elif args.timestamp:
         parse_consume_timestamp(args.timestamp)
     lock = threading.Lock()
     done = threading.Event()
+    release = threading.Event()
     state = {"count": 0, "last": time.monotonic(), "bytes": 0}
     out = sys.stdout
 
     def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
         with lock:
-            for m in msgs:
-                if args.max_messages and state["count"] >= args.max_messages:
-                    ctx.ack_index = msgs.index(m) - 1
-                    done.set()
-                    # unprinted messages are retried later (not lost) by the group
-                    return ConsumeStatus.CONSUME_SUCCESS if ctx.ack_index >= 0 else ConsumeStatus.RECONSUME_LATER
-                out.write(json.dumps(message_json(m), ensure_ascii=False) + "\n")
-                state["count"] += 1
-                state["bytes"] += len(m.body)
+            if args.max_messages and state["count"] + len(msgs) > args.max_messages:
+                # over the limit: hold this batch until shutdown has persisted the offsets, so it is
+                # neither printed nor committed (the group gets it again next time, nothing is lost)
+                for m in msgs[:max(0, args.max_messages - state["count"])]:
+                    emit(m)
+                done.set()
+                hold = True
+            else:
+                for m in msgs:
+                    emit(m)
+                hold = False
             out.flush()
             state["last"] = time.monotonic()
             if args.max_messages and state["count"] >= args.max_messages:
                 done.set()
+        if hold:
+            release.wait()
+            return ConsumeStatus.RECONSUME_LATER
         return ConsumeStatus.CONSUME_SUCCESS
+
+    def emit(m: MessageExt) -> None:
+        out.write(json.dumps(message_json(m), ensure_ascii=False) + "\n")
+        state["count"] += 1
+        state["bytes"] += len(m.body)
 
     consumer = PushConsumer(args.group, **options)
     consumer.subscribe(args.topic, args.expression)
@@ -110,9 +121,11 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         try:
-            consumer.shutdown()
+            consumer.shutdown(timeout=1.0)
         except RocketMQError as exc:
             print(f"warning: shutdown: {exc}", file=sys.stderr)
+        finally:
+            release.set()
     summary = {"group": args.group, "topic": args.topic, "messages": state["count"], "bytes": state["bytes"],
                "seconds": round(time.monotonic() - started, 3),
                "finished_at": _dt.datetime.now().strftime(TIMESTAMP_FORMAT)}

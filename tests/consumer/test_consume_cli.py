@@ -1,0 +1,57 @@
+"""`rocketmq-airflow consume`: JSON lines out, summary on stderr, offsets committed, bad input."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+
+from .cluster import TestCluster
+
+CLI = [sys.executable, "-m", "airflow_provider_rocketmq.cli"]
+
+
+def test_consume_prints_json_lines_and_commits(cluster: TestCluster) -> None:
+    topic = "CliTopic"
+    cluster.create_topic(topic, 2)
+    cluster.fill(topic, 8, body=lambda i: b"hello %d" % i if i < 5 else b"\xff\xfe", tags=lambda i: "TagA",
+                 per_batch=3)
+    proc = subprocess.run(CLI + ["consume", "--namesrv", cluster.namesrv_addr, "--group", "g_cli", "--topic", topic,
+                                 "--from", "first", "--max-messages", "6", "--idle-timeout", "20"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(lines) == 6
+    texts = sorted(x["body"] for x in lines if x["body_encoding"] == "utf-8")
+    binary = [x for x in lines if x["body_encoding"] == "base64"]
+    assert texts == [f"hello {i}" for i in range(5)][:len(texts)] and len(texts) + len(binary) == 6
+    assert all(base64.b64decode(b["body"]) == b"\xff\xfe" for b in binary)
+    first = lines[0]
+    assert set(first) >= {"topic", "queue_id", "queue_offset", "msg_id", "tags", "keys", "properties",
+                          "reconsume_times", "body", "body_encoding"}
+    assert first["tags"] == "TagA" and first["topic"] == topic
+    assert "consumed 6 message(s)" in proc.stderr
+    # offsets of fully settled pulled batches are committed, never beyond what was printed;
+    # a second run prints the rest (from the committed offsets: at-least-once, nothing lost)
+    committed = cluster.committed("g_cli", topic)
+    printed = {(x["queue_id"], x["queue_offset"]) for x in lines}
+    for mq, off in committed.items():
+        assert all((mq.queue_id, o) in printed for o in range(off))
+    proc = subprocess.run(CLI + ["consume", "--namesrv", cluster.namesrv_addr, "--group", "g_cli", "--topic", topic,
+                                 "--idle-timeout", "2"], capture_output=True, text=True, timeout=60)
+    rest = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert printed | {(x["queue_id"], x["queue_offset"]) for x in rest} == {(0, i) for i in range(5)} | \
+        {(1, i) for i in range(3)}
+    assert all(x["queue_offset"] >= committed[next(mq for mq in committed if mq.queue_id == x["queue_id"])]
+               for x in rest)
+
+
+def test_consume_bad_input_is_one_line_error() -> None:
+    proc = subprocess.run(CLI + ["consume", "--namesrv", "127.0.0.1:1", "--group", "g", "--topic", "T",
+                                 "--max-messages", "-1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--max-messages" in proc.stderr
+    proc = subprocess.run(CLI + ["consume", "--namesrv", "127.0.0.1:1", "--group", "bad group", "--topic", "T"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "group" in proc.stderr
