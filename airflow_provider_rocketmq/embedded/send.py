@@ -86,8 +86,8 @@ class SendHandlers:
 
     def _dlq_topic(self, group: str) -> str:
         topic = DLQ_PREFIX + group
-        # 4.9.x creates DLQs write-only in one path and read-write in another; read-write lets
-        # tests and the demo consume dead letters without an admin step.
+        # Older brokers created DLQs write-only; 4.9.x send-back creates them read-write, which
+        # also lets tests and the demo consume dead letters without an admin step.
         self.broker.ensure_topic(topic, 1, PERM_RW)
         return topic
 
@@ -151,7 +151,7 @@ class SendHandlers:
                 if reconsume >= max_times:
                     topic = self._dlq_topic(group)
                     queue_id = 0
-                    props.pop(PROPERTY_DELAY, None)
+                    props[PROPERTY_DELAY] = "0"  # setDelayTimeLevel(0): dead letters are not delayed
             props.pop(PROPERTY_WAIT, None)
             props[PROPERTY_CLUSTER] = self.broker.cluster
             put = self.store(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
@@ -226,7 +226,7 @@ class SendHandlers:
         if msg.reconsume_times >= max_times or delay_level < 0:
             topic = self._dlq_topic(group)
             queue_id = 0
-            props.pop(PROPERTY_DELAY, None)
+            props[PROPERTY_DELAY] = "0"  # setDelayTimeLevel(0): dead letters are not delayed
         else:
             if delay_level == 0:
                 delay_level = 3 + msg.reconsume_times
