@@ -125,12 +125,17 @@ async def reset_offsets(core: ConsumerCore, topic: str, table: dict[MessageQueue
     try:
         topic = core.config.with_namespace(topic)
         affected = [mq for mq in core.rebalancer.table if mq.topic == topic and mq in table]
+        dropped = []
         for mq in affected:
             pq = core.rebalancer.table.get(mq)
             if pq is not None:
                 pq.drop()
                 core.pull.stop_queue(mq)
-        await asyncio.sleep(wait)
+                dropped.append(pq)
+        # Java sleeps 10 s so in-flight consumption settles; here: until it has, at most ``wait``
+        deadline = time.monotonic() + wait
+        while any(pq.inflight or pq.consuming for pq in dropped) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # settled by worker threads: nothing to await
         for mq, offset in table.items():
             core.offset_store.update_offset(mq, offset, increase_only=False)
             try:
