@@ -19,6 +19,13 @@ V2_FIELDS = {
 }
 
 
+# Header fields Java declares as int/Integer; the rest of the numbers are long.
+INT32_FIELDS = frozenset({
+    "queueId", "sysFlag", "flag", "reconsumeTimes", "maxReconsumeTimes", "maxMsgNums", "defaultTopicQueueNums",
+    "delayLevel", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag",
+})
+
+
 class HeaderError(ValueError):
     """A request header field is missing or malformed; ``str()`` is the remark to answer."""
 
@@ -50,9 +57,13 @@ def opt_bool(cmd: RemotingCommand, name: str, default: bool = False) -> bool:
 
 def _to_int(name: str, value: str) -> int:
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise HeaderError(f"the custom field <{name}> is not a number: {value!r}") from None
+    bits = 32 if name in INT32_FIELDS else 64
+    if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+        raise HeaderError(f"the custom field <{name}> is out of the int{bits} range: {value}")
+    return number
 
 
 def send_header(cmd: RemotingCommand) -> dict[str, str]:

@@ -67,6 +67,13 @@ class TopicConfig:
     topic_sys_flag: int = 0
     order: bool = False
 
+    def __str__(self) -> str:  # TopicConfig.toString, quoted in some error remarks
+        perm = ("R" if self.perm & PERM_READ else "-") + ("W" if self.perm & PERM_WRITE else "-") + \
+            ("X" if self.perm & PERM_INHERIT else "-")
+        return (f"TopicConfig [topicName={self.topic}, readQueueNums={self.read_queues}, writeQueueNums="
+                f"{self.write_queues}, perm={perm}, topicFilterType=SINGLE_TAG, topicSysFlag={self.topic_sys_flag}, "
+                f"order={'true' if self.order else 'false'}]")
+
 
 @dataclass(frozen=True)
 class PutResult:

@@ -94,7 +94,9 @@ async def test_bad_requests_get_clear_answers(embedded_cluster: EmbeddedCluster)
         r = await c.call(310, send_ext("bad topic!", queue_id=0), b"x")
         assert r.code == 1 and "contains illegal characters" in r.remark
         r = await c.call(310, send_ext("T", queue_id=99), b"x")
-        assert r.code == 1 and r.remark.startswith("request queueId[99] is illegal")
+        assert r.code == 1 and r.remark.startswith("request queueId[99] is illegal, TopicConfig [topicName=T, ")
+        r = await c.call(310, {**send_ext("T", queue_id=0), "f": "99999999999"}, b"x")
+        assert (r.code, r.remark) == (1, "the custom field <sysFlag> is out of the int32 range: 99999999999")
         r = await c.call(310, send_ext("SCHEDULE_TOPIC_XXXX", queue_id=0), b"x")
         assert r.code == 16
         r = await c.call(320, send_ext("T", queue_id=0, batch=True), b"\x00\x00\x00\x30garbage")
