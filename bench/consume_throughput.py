@@ -23,15 +23,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from airflow_provider_rocketmq.client.config import ClientConfig  # noqa: E402
-from airflow_provider_rocketmq.client.consumer.config import ConsumeStatus  # noqa: E402
-from airflow_provider_rocketmq.client.consumer.push import PushConsumer  # noqa: E402
-from airflow_provider_rocketmq.client.loop_thread import LoopThread  # noqa: E402
-from airflow_provider_rocketmq.client.message import Message, decode_messages  # noqa: E402
-from airflow_provider_rocketmq.client.mqclient import MQClient  # noqa: E402
-from airflow_provider_rocketmq.client.producer import AsyncProducer  # noqa: E402
-from airflow_provider_rocketmq.client.remoting.codes import RequestCode  # noqa: E402
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand  # noqa: E402
+from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.consumer.config import ConsumeStatus
+from airflow_provider_rocketmq.client.consumer.push import PushConsumer
+from airflow_provider_rocketmq.client.loop_thread import LoopThread
+from airflow_provider_rocketmq.client.message import Message, decode_messages
+from airflow_provider_rocketmq.client.mqclient import MQClient
+from airflow_provider_rocketmq.client.producer import AsyncProducer
+from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
 BROKER_SCRIPT = """
 import asyncio, sys
@@ -158,11 +158,12 @@ def main() -> None:
         total = args.messages
         print(f"{'run':>3} {'mode':<28} {'msgs/s':>10} {'CPU-s/M':>8}")
         for run in range(1, args.runs + 1):
-            for label, fn in (("(a) push, no-op, batch 1", lambda: run_push(namesrv, args.topic,
-                                                                              f"bench_a_{os.getpid()}_{run}", total, 1)),
+            tag = f"{os.getpid()}_{run}_{int(time.time())}"
+            for label, fn in (("(a) push, no-op, batch 1",
+                               lambda tag=tag: run_push(namesrv, args.topic, f"bench_a_{tag}", total, 1)),
                               ("(b) raw pull+decode", lambda: run_raw(namesrv, args.topic, total)),
-                              ("(c) push, batch 32", lambda: run_push(namesrv, args.topic,
-                                                                       f"bench_c_{os.getpid()}_{run}", total, 32))):
+                              ("(c) push, batch 32",
+                               lambda tag=tag: run_push(namesrv, args.topic, f"bench_c_{tag}", total, 32))):
                 wall, cpu = fn()
                 print(f"{run:>3} {label:<28} {total / wall:>10.0f} {cpu / total * 1e6:>8.2f}", flush=True)
     finally:

@@ -19,7 +19,7 @@ def test_consume_prints_json_lines_and_commits(cluster: TestCluster) -> None:
                  per_batch=3)
     proc = subprocess.run(CLI + ["consume", "--namesrv", cluster.namesrv_addr, "--group", "g_cli", "--topic", topic,
                                  "--from", "first", "--max-messages", "6", "--idle-timeout", "20"],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(x) for x in proc.stdout.splitlines()]
     assert len(lines) == 6
@@ -39,7 +39,7 @@ def test_consume_prints_json_lines_and_commits(cluster: TestCluster) -> None:
     for mq, off in committed.items():
         assert all((mq.queue_id, o) in printed for o in range(off))
     proc = subprocess.run(CLI + ["consume", "--namesrv", cluster.namesrv_addr, "--group", "g_cli", "--topic", topic,
-                                 "--idle-timeout", "2"], capture_output=True, text=True, timeout=60)
+                                 "--idle-timeout", "2"], check=False, capture_output=True, text=True, timeout=60)
     rest = [json.loads(x) for x in proc.stdout.splitlines()]
     assert printed | {(x["queue_id"], x["queue_offset"]) for x in rest} == {(0, i) for i in range(5)} | \
         {(1, i) for i in range(3)}
@@ -49,9 +49,9 @@ def test_consume_prints_json_lines_and_commits(cluster: TestCluster) -> None:
 
 def test_consume_bad_input_is_one_line_error() -> None:
     proc = subprocess.run(CLI + ["consume", "--namesrv", "127.0.0.1:1", "--group", "g", "--topic", "T",
-                                 "--max-messages", "-1"], capture_output=True, text=True, timeout=60)
+                                 "--max-messages", "-1"], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--max-messages" in proc.stderr
     proc = subprocess.run(CLI + ["consume", "--namesrv", "127.0.0.1:1", "--group", "bad group", "--topic", "T"],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "group" in proc.stderr

@@ -22,7 +22,7 @@ def test_min_offset_tracking_out_of_order_completion():
 
 def test_duplicates_are_not_counted_twice():
     pq = ProcessQueue()
-    msgs = stored_messages("T", range(0, 5))
+    msgs = stored_messages("T", range(5))
     pq.put_messages(msgs)
     assert pq.put_messages(stored_messages("T", range(3, 8))) == 3
     assert pq.count == 8 and pq.msg_size == 80
@@ -31,7 +31,7 @@ def test_duplicates_are_not_counted_twice():
 
 def test_orderly_take_commit_and_rollback_keep_order():
     pq = ProcessQueue()
-    pq.put_messages(stored_messages("T", range(0, 6)))
+    pq.put_messages(stored_messages("T", range(6)))
     first = pq.take_messages(2)
     assert [m.queue_offset for m in first] == [0, 1]
     pq.make_messages_consume_again(first)
@@ -45,7 +45,7 @@ def test_orderly_take_commit_and_rollback_keep_order():
 
 def test_expired_messages_only_from_old_batches():
     pq = ProcessQueue()
-    msgs = stored_messages("T", range(0, 4))
+    msgs = stored_messages("T", range(4))
     pq.put_messages(msgs)
     token = pq.begin_batch(msgs[:2])
     assert pq.expired_messages(timeout=3600) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 
@@ -56,7 +57,7 @@ def test_orderly_never_runs_a_queue_in_two_members_and_keeps_order(cluster: Test
     for (name, qid), offsets in seen.items():
         # within one member's ownership a queue is consumed in offset order; a hand-over may
         # restart from the committed offset (at-least-once), which shows as a step back
-        runs = [b - a for a, b in zip(offsets, offsets[1:])]
+        runs = [b - a for a, b in itertools.pairwise(offsets)]
         assert all(d == 1 for d in runs if d > 0), (name, qid)
         assert sum(1 for d in runs if d <= 0) <= 2, (name, qid, offsets)
     assert len(seen) > 4  # both members owned queues

@@ -69,18 +69,17 @@ def register_handlers(core: ConsumerCore) -> None:
         if mine(cmd):
             log.info("group %s membership changed; rebalancing now", core.group)
             core.wake_rebalance()
-        return None
 
     async def reset_offset(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
         if not mine(cmd, "group"):
-            return None
+            return
         try:
             table = parse_reset_body(cmd.body)
         except ProtocolError as exc:
             log.warning("ignoring RESET_CONSUMER_CLIENT_OFFSET: %s", exc)
-            return None
+            return
         asyncio.get_running_loop().create_task(reset_offsets(core, cmd.ext.get("topic", ""), table))
-        return None
+        return
 
     async def running_info(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         if not mine(cmd):
@@ -173,7 +172,7 @@ async def consume_message_directly(core: ConsumerCore, msg: Any) -> dict[str, An
             result = "CR_SUCCESS" if orderly_ok(status) else "CR_LATER"
         else:
             result = _CR.get(status, "CR_LATER")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a user listener may raise anything; report it like Java
         result = "CR_THROW_EXCEPTION"
         remark = f"{type(exc).__name__}: {exc}"
     out: dict[str, Any] = {"autoCommit": True, "consumeResult": result, "order": core.orderly,

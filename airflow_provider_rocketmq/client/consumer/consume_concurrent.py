@@ -76,7 +76,7 @@ class ConcurrentConsumeService:
             self.pool.kick()
 
     # -- dispatch --------------------------------------------------------------------------
-    def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+    def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         token = pq.begin_batch(msgs)
         self.inflight += 1
         self._idle.clear()
@@ -91,7 +91,7 @@ class ConcurrentConsumeService:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _run_sync(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int) -> None:
+    def _run_sync(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int) -> None:
         """Worker thread: call the listener per slice, report the batch once."""
         failures: list[Failure] = []
         listener = self.listener

@@ -162,7 +162,7 @@ class OrderlyConsumeService:
         tasks = [t for t in self.tasks.values() if not t.done()]
         if not tasks:
             return True
-        done, pending = await asyncio.wait(tasks, timeout=timeout)
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
         return not pending
 
     async def close(self) -> None:

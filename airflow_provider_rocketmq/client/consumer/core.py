@@ -201,9 +201,10 @@ class ConsumerCore:
     async def _unregister(self) -> None:
         for name, addrs in self.client.broker_addrs().items():
             for addr in addrs.values():
-                for kw in ({"consumer_group": self.ns_group}, {"producer_group": INNER_PRODUCER_GROUP}):
+                for consumer_group, producer_group in ((self.ns_group, None), (None, INNER_PRODUCER_GROUP)):
                     try:
-                        await self.client.unregister(addr, self.client_id, **kw)
+                        await self.client.unregister(addr, self.client_id, consumer_group=consumer_group,
+                                                     producer_group=producer_group)
                     except RocketMQError as exc:
                         log.info("UNREGISTER_CLIENT on %s (%s) failed: %s", name, addr, exc)
 

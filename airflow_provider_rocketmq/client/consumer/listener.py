@@ -21,7 +21,7 @@ class ConsumeContext:
     0 lets the broker pick 3 + reconsume times, -1 sends straight to the DLQ.
     """
 
-    __slots__ = ("message_queue", "ack_index", "delay_level_when_next_consume")
+    __slots__ = ("ack_index", "delay_level_when_next_consume", "message_queue")
 
     def __init__(self, message_queue: MessageQueue) -> None:
         self.message_queue = message_queue
@@ -32,8 +32,13 @@ class ConsumeContext:
 class OrderlyContext:
     """Passed to orderly listeners; ``suspend_current_queue_time`` (s) overrides the pause."""
 
-    __slots__ = ("message_queue", "auto_commit", "suspend_current_queue_time", "ack_index",
-                 "delay_level_when_next_consume")
+    __slots__ = (
+        "ack_index",
+        "auto_commit",
+        "delay_level_when_next_consume",
+        "message_queue",
+        "suspend_current_queue_time",
+    )
 
     def __init__(self, message_queue: MessageQueue) -> None:
         self.message_queue = message_queue
@@ -47,7 +52,9 @@ Listener = Callable[[list[Any], Any], Any]
 
 
 def is_async_listener(fn: Listener) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    """``async def`` functions, and objects whose ``__call__`` is one."""
+    call = type(fn).__dict__.get("__call__") if not inspect.isfunction(fn) and not inspect.ismethod(fn) else None
+    return inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call))
 
 
 def failed_from(status: Any, ctx: ConsumeContext, n: int) -> int:

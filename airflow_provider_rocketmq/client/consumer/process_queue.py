@@ -27,9 +27,21 @@ class QueueState(enum.Enum):
 class ProcessQueue:
     """Cached messages of one owned queue plus its pull/consume/lock bookkeeping."""
 
-    __slots__ = ("msgs", "msg_size", "queue_offset_max", "consuming", "state", "locked", "last_lock_time",
-                 "last_pull_time", "last_consume_time", "try_unlock_times", "orderly_running", "inflight",
-                 "_inflight_seq")
+    __slots__ = (
+        "_inflight_seq",
+        "consuming",
+        "inflight",
+        "last_consume_time",
+        "last_lock_time",
+        "last_pull_time",
+        "locked",
+        "msg_size",
+        "msgs",
+        "orderly_running",
+        "queue_offset_max",
+        "state",
+        "try_unlock_times",
+    )
 
     def __init__(self) -> None:
         self.msgs: dict[int, MessageExt] = {}
@@ -94,8 +106,7 @@ class ProcessQueue:
                     added += 1
         if msgs:
             last = msgs[-1].queue_offset
-            if last > self.queue_offset_max:
-                self.queue_offset_max = last
+            self.queue_offset_max = max(self.queue_offset_max, last)
         self.msg_size += size
         self.last_pull_time = time.monotonic()
         return added

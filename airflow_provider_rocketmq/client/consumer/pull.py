@@ -168,7 +168,7 @@ class PullService:
                     continue
                 self.pulled_msgs += len(msgs)
                 pq.put_messages(msgs)
-                core.consume.submit(msgs, pq, mq)
+                core.consume.submit(msgs, pq, mq)  # type: ignore[union-attr]  # set before pulls start
                 if cfg.pull_interval:
                     delay = cfg.pull_interval
             elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):

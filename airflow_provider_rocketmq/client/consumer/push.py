@@ -98,7 +98,7 @@ class AsyncPushConsumer:
     def stats(self) -> dict[str, Any]:
         return self._core.stats()
 
-    async def __aenter__(self) -> AsyncPushConsumer:
+    async def __aenter__(self) -> AsyncPushConsumer:  # noqa: PYI034 - Self needs Python 3.11
         await self.start()
         return self
 
@@ -190,7 +190,7 @@ class PushConsumer:
     def stats(self) -> dict[str, Any]:
         return self._call(self._async.stats)  # type: ignore[no-any-return]
 
-    def __enter__(self) -> PushConsumer:
+    def __enter__(self) -> PushConsumer:  # noqa: PYI034 - Self needs Python 3.11
         self.start()
         return self
 
