@@ -22,6 +22,7 @@ from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
 
 class TestCluster:
+    __test__ = False  # a helper, not a test class
     """The shared EmbeddedCluster plus client-side helpers running on their own loop thread."""
 
     def __init__(self, queues: int = 8, time_scale: float = 1.0, brokers: int = 1, **kw: Any) -> None:
