@@ -58,7 +58,9 @@ class AdminHandlers:
     async def earliest_time(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         store = self._store
         topic, queue_id = req_str(cmd, "topic"), req_int(cmd, "queueId")
-        ts = store.store_time(topic, queue_id, store.min_offset(topic, queue_id))
+        offset = store.min_offset(topic, queue_id)
+        # -1 for an empty queue, like DefaultMessageStore.getEarliestMessageTime
+        ts = store.store_time(topic, queue_id, offset) if offset < store.max_offset(topic, queue_id) else -1
         return cmd.make_response(ResponseCode.SUCCESS, {"timestamp": str(ts)})
 
     async def view_message(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:

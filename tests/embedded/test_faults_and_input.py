@@ -109,6 +109,8 @@ async def test_bad_requests_get_clear_answers(embedded_cluster: EmbeddedCluster)
         assert (r.code, r.remark) == (206, "the consumer group[nobody] not online")
         r = await c.call(202, {"topic": "Nope"})
         assert r.code == 17
+        r = await c.call(32, {"topic": "Nope", "queueId": 0})
+        assert (r.code, r.ext) == (0, {"timestamp": "-1"})
         r = await c.call(33, {"offset": 424242})
         assert (r.code, r.remark) == (1, "can not find message by the offset, 424242")
     finally:
