@@ -78,7 +78,7 @@ def commit_manifest(admin: OffsetAdmin, manifest: WindowManifest) -> dict[str, i
 
 
 def commit_manifest_files(admin: OffsetAdmin, paths: Iterable[str | os.PathLike[str]]) -> dict[str, int]:
-    """Read (and verify) each manifest, then commit them all; every manifest is checked first,
+    """Read and validate each manifest, then commit them all; every manifest is checked first,
     so a corrupt one commits nothing."""
     manifests = [read_manifest(p, verify_files=False) for p in paths]
     moved: dict[str, int] = {}
