@@ -152,6 +152,10 @@ def run_window(
     manifest_path = staging / MANIFEST_NAME
     if spec.reuse_existing and manifest_path.exists():
         manifest = read_manifest(manifest_path, verify_files=True)
+        if spec.window_id is not None and manifest.window_id != spec.window_id:
+            # a fixed staging path shared by runs would otherwise replay one window forever
+            raise ConfigError("staging_path", f"{staging} already holds window {manifest.window_id!r}, not "
+                              f"{spec.window_id!r}; use a directory per run (e.g. include {{{{ run_id }}}})")
         log.info("window %s already staged at %s (%d messages): reusing it", manifest.window_id,
                  manifest_path, manifest.messages)
         committed = commit_manifest(admin, manifest) if spec.commit else None

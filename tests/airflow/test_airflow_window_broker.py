@@ -311,3 +311,14 @@ def test_unknown_topic_and_corrupt_manifest_fail_with_a_clear_error(rmq: Any, tm
     with pytest.raises(ManifestError) as merr:
         window_op(topic="wt_basic", consumer_group="g_x", staging_path=str(staging)).execute(context("r1"))
     assert "not valid JSON" in str(merr.value)
+
+
+def test_a_staging_path_shared_by_runs_is_refused(rmq: Any, tmp_path: Path) -> None:
+    from airflow_provider_rocketmq.client.errors import ConfigError
+
+    produce(rmq.namesrv, "wt_shared", 3)
+    fixed = str(tmp_path / "fixed")
+    window_op(topic="wt_shared", consumer_group="g_shared", staging_path=fixed).execute(context("r1"))
+    with pytest.raises(ConfigError) as err:
+        window_op(topic="wt_shared", consumer_group="g_shared", staging_path=fixed).execute(context("r2"))
+    assert err.value.field == "staging_path" and "run_id" in str(err.value)
