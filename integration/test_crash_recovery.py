@@ -6,10 +6,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+from airflow_provider_rocketmq.client import MessageExt
 
 from .backends import IntegrationCluster, wait_until
 from .helpers import (
+    SEQ,
     Collector,
     make_message,
     produce,
@@ -83,20 +87,30 @@ def test_broker_restart_mid_stream_loses_nothing(restartable: IntegrationCluster
     topic = cluster.new_topic("brestart", queues=4)
     group = cluster.new_group("brestart")
     collector = Collector()
-    consumer = start_consumer(cluster, group, topic, collector.listener("c1"))
+    # messages 100..199 are held in the listener until the broker is back, so the restart
+    # happens with deliveries in flight and pulls outstanding
+    released = threading.Event()
+
+    def hold(msg: MessageExt) -> None:
+        if 100 <= int(msg.properties[SEQ]) < 200:
+            released.wait(TIMEOUT)
+
+    consumer = start_consumer(cluster, group, topic, collector.listener("c1", hold))
     try:
         with cluster.producer() as producer:
             produce(producer, topic, range(200))
             collector.wait_for(lambda recs: len(recs) >= 20, TIMEOUT, "consumption under way")
+        assert len(collector.seqs()) < 200
         cluster.restart_broker()
-        # the broker is back: a new producer must be able to send once routes are re-registered
         # the broker is back: sends succeed again once it has re-registered its routes
         with cluster.producer() as producer:
             for seq in range(200, 400):
                 wait_until(lambda s=seq: producer.send(make_message(topic, s)), TIMEOUT,
                            f"message {seq} sent after the broker restart", interval=0.2)
+        released.set()
         collector.wait_for_seqs(range(400), TIMEOUT)
+        wait_offsets_committed(cluster, group, topic)
     finally:
+        released.set()
         stop_consumers(consumer)
     assert collector.seqs() == set(range(400))
-    wait_offsets_committed(cluster, group, topic)
