@@ -1,7 +1,7 @@
 """EmbeddedBroker: one RocketMQ-protocol broker (a master, brokerId 0) in asyncio.
 
 It serves the remoting requests a producer, push consumer and admin tool send
-(see ``_handlers``), answers with the response codes, remarks, extFields and
+(see ``handlers``), answers with the response codes, remarks, extFields and
 body shapes a real 4.9.7 broker uses, and can call its clients back
 (NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_RUNNING_INFO, RESET_CONSUMER_CLIENT_OFFSET,
 CONSUME_MESSAGE_DIRECTLY). It is a test and demo peer, never a production broker.
@@ -34,7 +34,6 @@ from .store import PERM_INHERIT, PERM_RW, MessageStore, TopicConfig
 from .topic_rules import DEFAULT_TOPIC
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -125,7 +124,12 @@ class EmbeddedBroker:
             data_dir = None
             if self.settings.data_dir is not None:
                 data_dir = os.path.join(self.settings.data_dir, self.settings.name)
-            self.store = MessageStore(self.addr, data_dir, fsync=self.settings.fsync)
+            try:
+                self.store = MessageStore(self.addr, data_dir, fsync=self.settings.fsync)
+            except BaseException:
+                self._server.close()
+                self._server = None
+                raise
             self.store.listeners.append(self.pull.on_arrival)
             self.store.listeners.append(self.schedule.on_arrival)
         self._ensure_system_topics()
