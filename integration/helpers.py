@@ -5,6 +5,7 @@ Consumption is awaited on a condition variable that listeners notify, never by s
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -217,3 +218,9 @@ def stop_consumers(*consumers: PushConsumer, timeout: float = SHUTDOWN_TIMEOUT) 
             raise errors[0]
     if hung:
         raise AssertionError(f"PushConsumer.shutdown() did not return within {timeout:.0f} s: {hung}")
+
+
+def airflow_connection_env(cluster: IntegrationCluster, conn_id: str) -> tuple[str, str]:
+    """``(variable, value)`` exposing the cluster as an Airflow ``rocketmq`` connection (JSON form)."""
+    host, port = cluster.namesrv_addr.split(";")[0].rsplit(":", 1)
+    return f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "rocketmq", "host": host, "port": int(port)})

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from .backends import IntegrationCluster, wait_until
-from .helpers import Collector, produce, run_cli, start_consumer, stop_consumers, wait_offsets_committed
+from .helpers import (
+    Collector,
+    airflow_connection_env,
+    produce,
+    run_cli,
+    start_consumer,
+    stop_consumers,
+    wait_offsets_committed,
+)
 
 TIMEOUT = 60.0
 
@@ -66,3 +77,20 @@ def test_cli_lag_reports_the_same_figures(cluster: IntegrationCluster) -> None:
     assert per_queue == {(mq.broker_name, mq.queue_id): w.broker_offset - w.consumer_offset
                          for mq, w in stats.offset_table.items() if mq.topic == topic}
 
+
+
+def test_lag_sensor_pokes_on_the_same_figures(cluster: IntegrationCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("airflow")
+    from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
+
+    topic, group, expected = _lagging_group(cluster)
+    monkeypatch.setenv(*airflow_connection_env(cluster, "rocketmq_integration"))
+
+    def poke(min_lag: int) -> Any:
+        sensor = RocketMQLagSensor(task_id="lag", topic=topic, consumer_group=group, min_lag=min_lag,
+                                   rocketmq_conn_id="rocketmq_integration")
+        return sensor.poke({})
+
+    met = poke(expected)
+    assert met.is_done and met.xcom_value["total_lag"] == expected
+    assert not poke(expected + 1).is_done

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from .backends import IntegrationCluster
-from .helpers import REPO, SEQ, produce
+from .helpers import REPO, SEQ, airflow_connection_env, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -45,9 +45,7 @@ def test_window_then_spark_load_then_commit(cluster: IntegrationCluster, tmp_pat
     from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
     from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 
-    host, port = cluster.namesrv_addr.split(";")[0].rsplit(":", 1)
-    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}",
-                       json.dumps({"conn_type": "rocketmq", "host": host, "port": int(port)}))
+    monkeypatch.setenv(*airflow_connection_env(cluster, CONN_ID))
     topic = cluster.new_topic("window", queues=4)
     group = cluster.new_group("window")
     with cluster.producer() as producer:
