@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 
 from airflow_provider_rocketmq.client import MessageExt
@@ -105,8 +106,9 @@ def test_broker_restart_mid_stream_loses_nothing(restartable: IntegrationCluster
         # the broker is back: sends succeed again once it has re-registered its routes
         with cluster.producer() as producer:
             for seq in range(200, 400):
-                wait_until(lambda s=seq: producer.send(make_message(topic, s)), TIMEOUT,
-                           f"message {seq} sent after the broker restart", interval=0.2)
+                msg = make_message(topic, seq)
+                wait_until(partial(producer.send, msg), TIMEOUT, f"message {seq} sent after the broker restart",
+                           interval=0.2)
         released.set()
         collector.wait_for_seqs(range(400), TIMEOUT)
         wait_offsets_committed(cluster, group, topic)

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CONN_ID = "rocketmq_integration"
 
 
-def _context(run_id: str, task_id: str) -> dict[str, Any]:
+def _context(run_id: str, task_id: str) -> Any:
     # the operators only read the task identity and run id from the context
     return {"ti": SimpleNamespace(dag_id="integration", task_id=task_id, map_index=-1), "run_id": run_id}
 
