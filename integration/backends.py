@@ -3,7 +3,8 @@
 Selection order (first match wins):
 
 1. ``ROCKETMQ_NAMESRV=host:port[;host:port]`` - an existing broker, used as is;
-2. a Docker engine answering on ``DOCKER_HOST`` / the default socket - testcontainers
+2. a Docker engine answering on ``DOCKER_HOST`` / the default socket (unless
+   ``ROCKETMQ_DOCKER=0``) - testcontainers
    starts ``apache/rocketmq:${ROCKETMQ_IMAGE_TAG:-4.9.7}`` (see ``containers.py``);
 3. ``ROCKETMQ_EMBEDDED=1`` - the project's in-process ``EmbeddedCluster``;
 4. nothing: every test that needs a broker is skipped with ``NO_BACKEND_REASON``.
@@ -56,8 +57,12 @@ def choose_backend(env: Mapping[str, str], docker_answers: Callable[[str], bool]
                 f"ROCKETMQ_NAMESRV: {namesrv!r} is not host:port[;host:port] (e.g. 127.0.0.1:9876)"
             )
         return BackendChoice("existing", namesrv)
+    docker_flag = env.get("ROCKETMQ_DOCKER", "").strip()
+    if docker_flag not in ("", "0", "1"):
+        raise BackendConfigError(f"ROCKETMQ_DOCKER: {docker_flag!r} must be 0 (never use Docker) or 1 (or unset)")
     endpoint = docker_endpoint(dict(env))
-    if docker_answers(endpoint):
+    # ROCKETMQ_DOCKER=0 keeps a machine with Docker on the embedded broker (e.g. CI)
+    if docker_flag != "0" and docker_answers(endpoint):
         return BackendChoice("testcontainers", endpoint)
     embedded = env.get("ROCKETMQ_EMBEDDED", "").strip()
     if embedded not in ("", "0", "1"):

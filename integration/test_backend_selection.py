@@ -43,6 +43,19 @@ def test_embedded_when_requested_and_no_docker() -> None:
     assert choose_backend({"ROCKETMQ_EMBEDDED": "1"}, _never).kind == "embedded"
 
 
+def test_docker_can_be_opted_out_of() -> None:
+    probed: list[str] = []
+
+    def probe(endpoint: str) -> bool:
+        probed.append(endpoint)
+        return True
+
+    assert choose_backend({"ROCKETMQ_DOCKER": "0", "ROCKETMQ_EMBEDDED": "1"}, probe).kind == "embedded"
+    assert probed == []
+    with pytest.raises(BackendConfigError, match="ROCKETMQ_DOCKER"):
+        choose_backend({"ROCKETMQ_DOCKER": "no"}, probe)
+
+
 def test_skip_reason_is_spelled_out() -> None:
     choice = choose_backend({}, _never)
     assert choice.kind == "skip"
