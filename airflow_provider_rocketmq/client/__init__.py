@@ -37,7 +37,7 @@ _EXPORTS: dict[str, str] = {
     "AllocateMessageQueueConsistentHash": ".consumer.allocate",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - derived from the lazy export table above
 
 
 def __getattr__(name: str) -> Any:

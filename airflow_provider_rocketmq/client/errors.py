@@ -73,7 +73,7 @@ class BrokerError(RocketMQError):
         super().__init__(f"broker error {code}{where}: {self.remark}".rstrip(": "))
 
 
-class SystemError_(BrokerError):  # noqa: N801 - avoid shadowing the builtin name
+class SystemError_(BrokerError):  # trailing underscore: does not shadow the builtin SystemError
     retriable = True
 
 

@@ -8,11 +8,14 @@ blocks the caller until the coroutine is done (re-raising its exception).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class LoopThread:
@@ -45,9 +48,6 @@ class LoopThread:
             raise RuntimeError("LoopThread is stopped")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> "asyncio.Future[T] | Any":
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
     def stop(self) -> None:
         """Cancel what is left on the loop and join the thread. Idempotent."""
         if not self._thread.is_alive():
@@ -62,8 +62,8 @@ class LoopThread:
         if not self.in_loop_thread:
             try:
                 asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(10)
-            except Exception:
-                pass
+            except Exception as exc:  # noqa: BLE001 - stopping must go on whatever the tasks raised
+                log.debug("cancelling the loop's tasks failed: %r", exc)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
         else:

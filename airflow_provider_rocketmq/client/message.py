@@ -167,7 +167,7 @@ def decompress(body: bytes, sys_flag: int) -> bytes:
             return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(body))
     except CompressionUnavailableError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - zlib, lz4 and zstandard each raise their own types
         raise MessageDecodeError(f"cannot decompress message body: {exc}") from None
     raise MessageDecodeError(f"unknown compression type {kind >> 8} in sysFlag {sys_flag}")
 
@@ -175,7 +175,7 @@ def decompress(body: bytes, sys_flag: int) -> bytes:
 class Message:
     """A message to send: topic, body, and properties (tags and keys live there)."""
 
-    __slots__ = ("topic", "body", "flag", "properties")
+    __slots__ = ("body", "flag", "properties", "topic")
 
     def __init__(self, topic: str, body: bytes | str, *, tags: str | None = None,
                  keys: str | Iterable[str] | None = None, properties: Mapping[str, str] | None = None,
@@ -212,10 +212,9 @@ class Message:
 class MessageExt:
     """A stored message as pulled from a broker. Properties are parsed on first use."""
 
-    __slots__ = ("store_size", "body_crc", "queue_id", "flag", "queue_offset", "commit_log_offset",
-                 "sys_flag", "born_timestamp", "_born_host", "store_timestamp", "_store_host",
-                 "reconsume_times", "prepared_transaction_offset", "body", "topic", "_props_raw",
-                 "_properties", "broker_name")
+    __slots__ = ("_born_host", "_properties", "_props_raw", "_store_host", "body", "body_crc", "born_timestamp",
+                 "broker_name", "commit_log_offset", "flag", "prepared_transaction_offset", "queue_id",
+                 "queue_offset", "reconsume_times", "store_size", "store_timestamp", "sys_flag", "topic")
 
     # Declared for type checkers; set by decode_messages (no per-field __init__ on the hot path).
     store_size: int
@@ -429,7 +428,7 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
 class BatchItem:
     """One decoded SEND_BATCH_MESSAGE item (what a broker receives)."""
 
-    __slots__ = ("flag", "body", "properties")
+    __slots__ = ("body", "flag", "properties")
 
     def __init__(self, flag: int, body: bytes, properties: dict[str, str]) -> None:
         self.flag = flag

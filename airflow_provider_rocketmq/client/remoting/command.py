@@ -53,8 +53,8 @@ def _ext_str(value: Any) -> str:
 class RemotingCommand:
     """One request or response. ``ext_fields`` is the custom header (str -> str)."""
 
-    __slots__ = ("code", "language", "version", "opaque", "flag", "remark", "ext_fields", "body",
-                 "serialize_type")
+    __slots__ = ("body", "code", "ext_fields", "flag", "language", "opaque", "remark", "serialize_type",
+                 "version")
 
     def __init__(
         self,

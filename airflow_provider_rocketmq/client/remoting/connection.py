@@ -13,7 +13,6 @@ import itertools
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Optional
 
 from ..errors import ConnectionClosedError, ProtocolError, RequestTimeoutError, RocketMQError
 from .codes import ResponseCode
@@ -24,7 +23,7 @@ log = logging.getLogger(__name__)
 # Like Java's per-JVM RemotingCommand.requestId: unique across every connection.
 _opaque = itertools.count(1)
 
-Handler = Callable[["RemotingProtocol", RemotingCommand], Awaitable[Optional[RemotingCommand]]]
+Handler = Callable[["RemotingProtocol", RemotingCommand], Awaitable[RemotingCommand | None]]
 RpcHook = Callable[[RemotingCommand], None]
 
 
