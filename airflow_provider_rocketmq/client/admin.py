@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from .admin_bodies import ConsumerConnection, ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
-from .config import RETRY_PREFIX, ClientConfig, check_topic
+from .config import DEFAULT_TOPIC, ClientConfig, check_topic, retry_topic
 from .errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
 from .lag import LagSnapshot, from_consume_stats, from_offsets
 from .loop_thread import LoopThread
@@ -41,10 +41,6 @@ async def _bounded_gather(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
         async with sem:
             return await call()
     return list(await asyncio.gather(*(one(c) for c in calls)))
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
 
 
 class AsyncAdmin:
@@ -93,7 +89,7 @@ class AsyncAdmin:
         masters = info.master_addrs(cluster)
         if not masters:
             raise RouteNotFoundError(f"cluster {cluster!r} has no master broker")
-        header = {"topic": self.client.ns(topic), "defaultTopic": "TBW102", "readQueueNums": queues,
+        header = {"topic": self.client.ns(topic), "defaultTopic": DEFAULT_TOPIC, "readQueueNums": queues,
                   "writeQueueNums": queues, "perm": perm, "topicFilterType": "SINGLE_TAG",
                   "topicSysFlag": 0, "order": order}
 

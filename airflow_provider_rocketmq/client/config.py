@@ -19,8 +19,9 @@ DEFAULT_NAMESRV = "127.0.0.1:9876"
 NAMESPACE_SEPARATOR = "%"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
+DEFAULT_TOPIC = "TBW102"  # the template topic producers route by before a topic exists
 # Topics the broker owns; Java's NamespaceUtil never prefixes them.
-_SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "OFFSET_MOVED_EVENT",
+_SYSTEM_TOPICS = frozenset({DEFAULT_TOPIC, "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "OFFSET_MOVED_EVENT",
                             "SELF_TEST_TOPIC", "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC",
                             "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"})
 _SECRET_FIELDS = frozenset({"secret_key", "security_token"})
@@ -28,6 +29,16 @@ _ADDR_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})$")
 _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_\-.#@:]+$")
 TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_\-]+$")  # Java Validators.VALID_PATTERN_STR
 MAX_TOPIC_LEN = 127
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``: where a group's failed messages wait for redelivery."""
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%<group>``: where a group's messages go after their last retry."""
+    return DLQ_PREFIX + group
 
 
 def check_topic(topic: object, field_name: str = "topic") -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from .config import RETRY_PREFIX, ClientConfig, check_topic
+from .config import DEFAULT_TOPIC, RETRY_PREFIX, ClientConfig, check_topic
 from .errors import (
     BrokerError,
     ClientStateError,
@@ -62,7 +62,6 @@ from .route import TopicRouteData
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # Java DefaultMQProducer.maxMessageSize
 ZLIB_LEVEL = 5  # Java compressMsgBodyOverHowmuch + Deflater(level 5)

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..client.config import DEFAULT_TOPIC
 from ..client.message import MessageExt, decode_messages, make_offset_msg_id
 from ..client.queue import MessageQueue
 from ..client.remoting import fastjson
@@ -31,7 +32,6 @@ from .pull import PullService
 from .schedule import ScheduleService
 from .send import SendHandlers
 from .store import PERM_INHERIT, PERM_RW, MessageStore, TopicConfig
-from .topic_rules import DEFAULT_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..client.config import retry_topic
 from ..client.errors import ProtocolError
 from ..client.queue import MessageQueue
 from ..client.remoting import fastjson
@@ -16,7 +17,6 @@ from ..client.remoting.connection import Handler, RemotingProtocol
 from .consumer_manager import ClientChannel
 from .filter import SubscriptionData, SubscriptionParseError
 from .headers import opt_str, req_int, req_str
-from .topic_rules import RETRY_PREFIX
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker
@@ -67,7 +67,7 @@ class ClientHandlers:
                 continue
             model = str(c.get("messageModel") or "CLUSTERING")
             if model == "CLUSTERING":
-                broker.ensure_topic(RETRY_PREFIX + group, gcfg.retry_queues)
+                broker.ensure_topic(retry_topic(group), gcfg.retry_queues)
             broker.consumers.register(
                 group, ClientChannel(conn, client_id, cmd.language, cmd.version),
                 consume_type=str(c.get("consumeType") or "CONSUME_PASSIVELY"), message_model=model,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
+from ..client.config import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 from ..client.errors import MessageDecodeError
 from ..client.message import (
     MAX_PROPERTIES_LEN,
@@ -34,7 +35,7 @@ from ..client.remoting.connection import Handler, RemotingProtocol
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str, send_header
 from .schedule import MAX_DELAY_LEVEL, SCHEDULE_TOPIC
 from .store import PERM_RW, PERM_WRITE, PutResult, TopicConfig
-from .topic_rules import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, validate_topic
+from .topic_rules import NOT_ALLOWED_SEND_TOPICS, validate_topic
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker
@@ -85,7 +86,7 @@ class SendHandlers:
         return cfg, queue_id
 
     def _dlq_topic(self, group: str) -> str:
-        topic = DLQ_PREFIX + group
+        topic = dlq_topic(group)
         # Older brokers created DLQs write-only; 4.9.x send-back creates them read-write, which
         # also lets tests and the demo consume dead letters without an admin step.
         self.broker.ensure_topic(topic, 1, PERM_RW)
@@ -211,11 +212,11 @@ class SendHandlers:
                                      remark=f"subscription group not exist, {group} {FAQ_SUFFIX}")
         if gcfg.retry_queues <= 0:
             return cmd.make_response(ResponseCode.SUCCESS)
-        retry_topic = RETRY_PREFIX + group
-        cfg = broker.ensure_topic(retry_topic, gcfg.retry_queues)
+        retry = retry_topic(group)
+        cfg = broker.ensure_topic(retry, gcfg.retry_queues)
         if not cfg.perm & PERM_WRITE:
             return cmd.make_response(ResponseCode.NO_PERMISSION,
-                                     remark=f"the topic[{retry_topic}] sending message is forbidden")
+                                     remark=f"the topic[{retry}] sending message is forbidden")
         msg = store.message_at(offset)
         if msg is None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"look message by offset failed, {offset}")
@@ -231,7 +232,7 @@ class SendHandlers:
             if delay_level == 0:
                 delay_level = 3 + msg.reconsume_times
             props[PROPERTY_DELAY] = str(delay_level)
-            topic = retry_topic
+            topic = retry
             queue_id = random.randrange(max(1, gcfg.retry_queues))
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.offset_msg_id)
         try:
