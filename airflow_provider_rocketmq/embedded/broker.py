@@ -19,7 +19,7 @@ from ..client.config import DEFAULT_TOPIC
 from ..client.message import MessageExt, decode_messages, make_offset_msg_id
 from ..client.queue import MessageQueue
 from ..client.remoting import fastjson
-from ..client.remoting.codes import RequestCode, ResponseCode
+from ..client.remoting.codes import RequestCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
 from .admin_handlers import AdminHandlers
@@ -27,7 +27,7 @@ from .bridge import bridged
 from .client_handlers import ClientHandlers
 from .consumer_manager import ConsumerGroupInfo, ConsumerManager, LockManager
 from .faults import FaultInjector
-from .headers import HeaderError
+from .net import abort_connections, answer_header_errors, close_server
 from .pull import PullService
 from .schedule import ScheduleService
 from .send import SendHandlers
@@ -143,18 +143,12 @@ class EmbeddedBroker:
         server, self._server = self._server, None
         if server is None:
             return
-        server.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         self.pull.cancel_all()
-        conns = list(self.conns)
-        for conn in conns:
-            if conn.transport is not None:
-                conn.transport.abort()
-        await asyncio.gather(*(c.wait_closed() for c in conns), return_exceptions=True)
-        await server.wait_closed()
+        await close_server(server, self.conns)
         if self.settings.data_dir is not None and self.store is not None:
             self.store.close()
             self.store = None  # reopened (and re-scanned) from disk by the next start()
@@ -190,15 +184,13 @@ class EmbeddedBroker:
 
     def _guard(self, handler: Handler) -> Handler:
         """Wrap a handler with fault injection and Java-like answers for bad headers."""
+        handler = answer_header_errors(handler)
 
         async def guarded(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
             rule = self.faults.take(cmd.code)
             if rule is not None and rule.action == "respond":
                 return cmd.make_response(rule.response_code, remark=rule.remark)
-            try:
-                resp = await handler(conn, cmd)
-            except HeaderError as exc:
-                resp = cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+            resp = await handler(conn, cmd)
             if rule is not None:
                 if rule.action == "drop":
                     return None
@@ -340,11 +332,7 @@ class EmbeddedBroker:
                 targets |= {c.conn for c in info.channels.values() if c.client_id == client_id}
             for chans in self.consumers.producer_groups.values():
                 targets |= {c.conn for c in chans.values() if c.client_id == client_id}
-        for conn in targets:
-            if conn.transport is not None:
-                conn.transport.abort()
-        await asyncio.gather(*(c.wait_closed() for c in targets), return_exceptions=True)
-        return len(targets)
+        return await abort_connections(targets)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "cluster": self.cluster, "addr": self.addr, "running": self.running}

@@ -21,7 +21,8 @@ from ..client.remoting import fastjson
 from ..client.remoting.codes import ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
-from .headers import FAQ_SUFFIX, HeaderError, opt_bool, req_str
+from .headers import FAQ_SUFFIX, opt_bool, req_str
+from .net import answer_header_errors, close_server
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker
@@ -40,9 +41,9 @@ class EmbeddedNameServer:
         self.brokers: list[EmbeddedBroker] = []
         self.conns: set[RemotingProtocol] = set()
         self._server: asyncio.AbstractServer | None = None
-        self.handlers: dict[int, Handler] = {105: self._guard(self.route_by_topic),
-                                             106: self._guard(self.cluster_info),
-                                             206: self._guard(self.all_topics)}
+        self.handlers: dict[int, Handler] = {105: answer_header_errors(self.route_by_topic),
+                                             106: answer_header_errors(self.cluster_info),
+                                             206: answer_header_errors(self.all_topics)}
 
     @property
     def addr(self) -> str:
@@ -68,28 +69,13 @@ class EmbeddedNameServer:
         server, self._server = self._server, None
         if server is None:
             return
-        server.close()
-        conns = list(self.conns)
-        for conn in conns:
-            if conn.transport is not None:
-                conn.transport.abort()
-        await asyncio.gather(*(c.wait_closed() for c in conns), return_exceptions=True)
-        await server.wait_closed()
+        await close_server(server, self.conns)
 
     def _make_protocol(self) -> RemotingProtocol:
         proto = RemotingProtocol(self.handlers, name="namesrv-server", on_close=self.conns.discard,
                                  response_language="JAVA")
         self.conns.add(proto)
         return proto
-
-    @staticmethod
-    def _guard(handler: Handler) -> Handler:
-        async def guarded(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
-            try:
-                return await handler(conn, cmd)
-            except HeaderError as exc:
-                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        return guarded
 
     def _live(self) -> list[EmbeddedBroker]:
         return [b for b in self.brokers if b.running]
