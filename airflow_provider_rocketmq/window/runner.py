@@ -173,13 +173,17 @@ def run_window(
         max_messages=spec.max_messages,
         max_bytes=spec.max_bytes,
     )
-    _consume(spec, admin, consumer_factory, collector, queues)
-    slices = collector.take()
-    manifest = _stage(spec, window_id, slices, namesrv)
-    path = write_manifest(manifest, manifest_path)
-    log.info("window %s staged: %d messages, %d bytes, %d files -> %s", window_id, manifest.messages,
-             manifest.bytes, len(manifest.files), path)
-    committed = commit_manifest(admin, manifest) if spec.commit else None
+    consumer = _consume(spec, admin, consumer_factory, collector, queues)
+    try:
+        slices = collector.take()
+        manifest = _stage(spec, window_id, slices, namesrv)
+        path = write_manifest(manifest, manifest_path)
+        log.info("window %s staged: %d messages, %d bytes, %d files -> %s", window_id, manifest.messages,
+                 manifest.bytes, len(manifest.files), path)
+        committed = commit_manifest(admin, manifest) if spec.commit else None
+    finally:
+        if consumer is not None:
+            _shutdown_bounded(consumer, spec.shutdown_timeout)
     return WindowResult(str(path), manifest.messages, manifest.bytes, window_id, committed=committed)
 
 
@@ -203,7 +207,9 @@ class _Assignment:
 
 
 def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFactory,
-             collector: WindowCollector, queues: dict[QueueKey, MessageQueue]) -> None:
+             collector: WindowCollector, queues: dict[QueueKey, MessageQueue]) -> Any:
+    """Run the consumer until the window is complete; returns it suspended (None: nothing to read)."""
+
     def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
         mq = getattr(ctx, "message_queue", None)
         if mq is not None:
@@ -216,7 +222,7 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
         return ConsumeStatus.CONSUME_SUCCESS
 
     if not queues:
-        return  # a topic without queues: nothing to read
+        return None  # a topic without queues: nothing to read
     assignment = _Assignment(collector)
     consumer = consumer_factory(listener)
     consumer.on_assignment(assignment)
@@ -240,29 +246,34 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
             if collector.bound_reached():
                 log.info("window bound reached (max_messages=%s, max_bytes=%s)", spec.max_messages,
                          spec.max_bytes)
-                return
+                break
             if allocated is not None and collector.complete(owned):
                 log.info("every owned queue reached its high-water mark: %s", sorted(owned))
-                return
+                break
             if deadline is not None and now >= deadline:
                 log.info("max_duration %.1fs reached; staging what is contiguous", spec.max_duration)
-                return
+                break
             if allocated is None and now - started >= spec.assignment_timeout:
                 log.warning("no queue assigned within %.0fs: staging an empty window", spec.assignment_timeout)
-                return
+                break
             if collector.version != seen_version:
                 seen_version, last_progress = collector.version, now
             elif allocated is not None and now - last_progress >= spec.idle_timeout:
                 log.warning("no progress for %.0fs (queues %s incomplete): staging what is contiguous",
                             spec.idle_timeout, sorted(k for k in owned if not collector.complete((k,))))
-                return
+                break
             if now - last_recheck >= _RECHECK_STALLED:
                 last_recheck = now
                 _recheck_starts(spec, admin, collector, queues, owned)
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
             collector.wait_for_change(wait)
-    finally:
+        # stop pulling but stay a member, still holding the queues: a sibling must not take them
+        # over (and re-read them from the old committed offsets) before this window is committed
+        consumer.suspend()
+    except BaseException:
         _shutdown_bounded(consumer, spec.shutdown_timeout)
+        raise
+    return consumer
 
 
 def _shutdown_bounded(consumer: Any, timeout: float) -> None:

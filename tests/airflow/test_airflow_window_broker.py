@@ -176,9 +176,10 @@ def test_mapped_instances_share_the_queues_and_together_stage_everything(rmq: An
         t.join(100)
     assert not errors, errors
     assert results[0]["manifest"] != results[1]["manifest"]
-    # they split the queues (mapped instances settle the group membership before taking queues)
-    assert results[0]["messages"] + results[1]["messages"] == 64
+    # they split the queues (mapped instances settle the group membership before taking queues);
+    # a queue moved by a late rebalance may be staged twice (at-least-once), never missed
     assert results[0]["messages"] > 0 and results[1]["messages"] > 0
+    assert results[0]["messages"] + results[1]["messages"] >= 64
     rows = staged_rows(results[0]["manifest"]) + staged_rows(results[1]["manifest"])
     unique = {(r["broker"], r["queue_id"], r["queue_offset"]): r["body"] for r in rows}
     assert sorted(unique.values()) == sorted(bodies)  # at-least-once; Spark de-duplicates
