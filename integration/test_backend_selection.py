@@ -75,17 +75,31 @@ def test_bad_embedded_flag_names_the_variable() -> None:
         choose_backend({"ROCKETMQ_EMBEDDED": "yes"}, _never)
 
 
-def test_suite_without_any_backend_reports_skipped(tmp_path: Path) -> None:
-    """End to end: a broker-needing test file is skipped, not failed, with the reason shown."""
+def _run_suite_file(tmp_path: Path, **env_changes: str) -> subprocess.CompletedProcess[str]:
+    """Run one broker-needing test file in a subprocess with a controlled backend environment."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("ROCKETMQ_NAMESRV", "ROCKETMQ_EMBEDDED", "TESTCONTAINERS_HOST_OVERRIDE")}
+           if k not in ("ROCKETMQ_NAMESRV", "ROCKETMQ_EMBEDDED", "ROCKETMQ_DOCKER", "TESTCONTAINERS_HOST_OVERRIDE")}
     env["DOCKER_HOST"] = f"unix://{tmp_path}/no-docker.sock"
-    proc = subprocess.run(
+    env.update(env_changes)
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
          str(REPO / "integration" / "test_roundtrip.py")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
     )
+
+
+def test_suite_without_any_backend_reports_skipped(tmp_path: Path) -> None:
+    """End to end: a broker-needing test file is skipped, not failed, with the reason shown."""
+    proc = _run_suite_file(tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "skipped" in out and "failed" not in out and "error" not in out.lower(), out
     assert NO_BACKEND_REASON in out, out
+
+
+def test_suite_with_a_malformed_namesrv_fails_naming_the_variable(tmp_path: Path) -> None:
+    proc = _run_suite_file(tmp_path, ROCKETMQ_NAMESRV="localhost")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "ROCKETMQ_NAMESRV: 'localhost' is not host:port" in out, out
+    assert "Traceback" not in out, out
