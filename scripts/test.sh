@@ -15,7 +15,7 @@ paths=(tests)
 
 start=$SECONDS
 set +e
-python -m pytest "${paths[@]}" -p no:cacheprovider --timeout="${ROCKETMQ_TEST_TIMEOUT:-150}" \
+python -m pytest "${paths[@]}" -p no:cacheprovider --timeout="${ROCKETMQ_TEST_TIMEOUT:-300}" \
     -q -rfEs --durations=15 "$@" </dev/null
 rc=$?
 set -e
