@@ -45,7 +45,11 @@ def cluster() -> Iterator[IntegrationCluster]:
     try:
         choice = _backend_choice()
     except BackendConfigError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    else:
+        problem = ""
+    if problem:  # failed outside the except block: no "during handling" chain in the report
+        pytest.fail(problem, pytrace=False)
     if choice.kind == "skip":
         pytest.skip(choice.detail)
     running = start_cluster(choice)
