@@ -109,7 +109,7 @@ class IntegrationCluster:
         return self._admin
 
     def producer(self, **overrides: Any) -> Producer:
-        """A started producer (context manager); the caller shuts it down."""
+        """A producer with a unique group (context manager; starts on first send); the caller closes it."""
         from airflow_provider_rocketmq.client import Producer
 
         overrides.setdefault("instance_name", f"it_prod_{uuid.uuid4().hex[:8]}")

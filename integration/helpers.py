@@ -36,6 +36,8 @@ SEQ = "it_seq"  # user property carrying a message's sequence number in its test
 
 @dataclass(frozen=True)
 class Received:
+    """One delivery, as a listener saw it."""
+
     consumer: str
     queue: MessageQueue
     queue_offset: int
