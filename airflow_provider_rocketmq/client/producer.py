@@ -10,7 +10,7 @@ topic route when the topic does not exist yet (brokers with autoCreateTopic).
 Retries are bounded (tenacity, jittered) and happen only when the message was
 certainly *not* stored: the broker answered a retriable code (busy, flow
 control, service not available, system error) or the connection could not be
-opened. A timeout or a connection lost after the frame was written is raised,
+opened (refused or timed out). A timeout or a connection lost after the frame was written is raised,
 because the broker may have stored the message; the UNIQ_KEY stays the same on
 every attempt so a duplicate would still be recognisable.
 """
@@ -34,6 +34,7 @@ from .errors import (
     ConfigError,
     ConnectionClosedError,
     ProtocolError,
+    RequestTimeoutError,
     RocketMQError,
     RouteNotFoundError,
     broker_error,
@@ -342,8 +343,8 @@ class AsyncProducer:
     async def _send_once(self, mq: MessageQueue, cmd: RemotingCommand, uniq: str) -> SendResult:
         addr = await self.client.master_addr(mq)
         try:
-            await self.client.pool.get(addr)  # connect first: a refused connect sent nothing
-        except ConnectionClosedError as exc:
+            await self.client.pool.get(addr)  # connect first: a refused or timed-out connect sent nothing
+        except (ConnectionClosedError, RequestTimeoutError) as exc:
             raise _NotSent(exc, mq.broker_name) from exc
         resp = await self.client.invoke(addr, cmd, self.send_timeout)
         status = _STORED_CODES.get(resp.code)

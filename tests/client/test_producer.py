@@ -29,6 +29,7 @@ from airflow_provider_rocketmq.client.producer import (
     build_send_request,
 )
 from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.remoting import connection
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol
@@ -214,6 +215,26 @@ async def test_timeout_is_not_retried(cluster: Brokers) -> None:
             await p.send(Message("T", b"x"))
     assert sum(len(b.received) for b in cluster.brokers.values()) == 1
     cluster.hold["broker-a"].set()
+
+
+async def test_connect_failure_moves_to_another_broker(cluster: Brokers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing was written when the connect fails, so the send goes to the other broker."""
+    down = cluster.brokers["broker-a"].addr
+    real_open = connection.open_connection
+
+    async def open_or_time_out(addr: str, **kw: Any) -> RemotingProtocol:
+        if addr == down:
+            raise RequestTimeoutError(f"connect to {addr} timed out")
+        return await real_open(addr, **kw)
+
+    monkeypatch.setattr(connection, "open_connection", open_or_time_out)
+    async with AsyncProducer(cluster.config(), retry_times=1) as p:
+        timed_out = [await p.send(Message("T", b"x")) for _ in range(4)]
+        await cluster.brokers["broker-a"].stop()  # now the connect is refused
+        monkeypatch.setattr(connection, "open_connection", real_open)
+        refused = [await p.send(Message("T", b"y")) for _ in range(4)]
+    assert {r.queue.broker_name for r in timed_out + refused} == {"broker-b"}
+    assert [b for _, _, b in cluster.stored] == [b"x"] * 4 + [b"y"] * 4
 
 
 async def test_batch_lands_in_one_queue_with_own_uniq_keys(cluster: Brokers) -> None:
