@@ -479,8 +479,11 @@ class UniqIdGenerator:
         self._set_month()
 
     def _set_month(self) -> None:
+        # Java MessageClientIDSetter counts from the start of the month in the local time
+        # zone; gmtime here would put the start in the future in the hours around a month
+        # boundary west of UTC (a negative, then wrapped, time field).
         now = time.time()
-        t = time.gmtime(now)
+        t = time.localtime(now)
         self._start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
         self._next = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
 
@@ -490,7 +493,8 @@ class UniqIdGenerator:
             if now >= self._next:
                 self._set_month()
             self._counter = (self._counter + 1) & 0xFFFF
-            tail = struct.pack(">iH", int((now - self._start) * 1000) & 0x7FFFFFFF, self._counter)
+            # Java writes (int)(now - start): the low 32 bits, which wrap after ~24.8 days
+            tail = struct.pack(">IH", int((now - self._start) * 1000) & 0xFFFFFFFF, self._counter)
         return self._prefix + binascii.hexlify(tail).decode().upper()
 
 

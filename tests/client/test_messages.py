@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
+import struct
 import sys
+import time
 import zlib
 
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from airflow_provider_rocketmq.client.errors import CompressionUnavailableError, MessageDecodeError
 from airflow_provider_rocketmq.client.message import (
     Message,
+    UniqIdGenerator,
     decode_batch,
     decode_messages,
     encode_batch,
@@ -87,3 +91,21 @@ def test_message_queue_sorts_like_java_and_prints_like_java() -> None:
                            MessageQueue("a", "broker-b", 0), MessageQueue("b", "broker-a", 1)]
     assert str(mqs[0]) == "MessageQueue [topic=b, brokerName=broker-a, queueId=1]"
     assert MessageQueue.from_json(mqs[0].to_json()) == mqs[0]
+
+
+@pytest.mark.skipif(not hasattr(time, "tzset"), reason="needs time.tzset")
+def test_uniq_id_counts_from_the_local_month_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Around a month boundary west of UTC the UTC month has begun but the local one has not."""
+    monkeypatch.setenv("TZ", "EST+5")  # fixed UTC-5, no DST
+    time.tzset()
+    try:
+        now = datetime.datetime(2026, 12, 1, 2, 0, tzinfo=datetime.timezone.utc).timestamp()  # Nov 30, 21:00 local
+        monkeypatch.setattr(time, "time", lambda: now)
+        uid = UniqIdGenerator().next_id()
+        ms_since_start, counter = struct.unpack(">IH", bytes.fromhex(uid[-12:]))
+        local_nov_1 = datetime.datetime(2026, 11, 1, 5, 0, tzinfo=datetime.timezone.utc).timestamp()
+        # 29 days 16 h: past 2**31 ms, so the field holds the low 32 bits, as Java's int cast does
+        assert ms_since_start == int((now - local_nov_1) * 1000) & 0xFFFFFFFF and counter == 1
+    finally:
+        monkeypatch.undo()
+        time.tzset()
