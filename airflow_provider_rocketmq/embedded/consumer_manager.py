@@ -85,10 +85,6 @@ class ConsumerManager:
     def find(self, group: str) -> ConsumerGroupInfo | None:
         return self.groups.get(group)
 
-    def subscription(self, group: str, topic: str) -> SubscriptionData | None:
-        info = self.groups.get(group)
-        return info.subscriptions.get(topic) if info is not None else None
-
     def register(self, group: str, channel: ClientChannel, *, consume_type: str, message_model: str,
                  consume_from_where: str, subscriptions: list[SubscriptionData]) -> bool:
         info = self.groups.get(group)

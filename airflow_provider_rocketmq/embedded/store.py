@@ -44,16 +44,13 @@ from ..client.message import (
     string_to_properties,
     tags_code,
 )
+from ..client.route import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
 
-PERM_INHERIT = 1
-PERM_WRITE = 2
-PERM_READ = 4
 PERM_RW = PERM_READ | PERM_WRITE
 
 _SIZE = struct.Struct(">i")
-_STORE_TS_AT = 56  # storeTimestamp offset inside an IPv4 record (see message.py layout)
 
 
 @dataclass
@@ -369,9 +366,6 @@ class MessageStore:
 
     def topics_of_group(self, group: str) -> list[str]:
         return list(self.offsets.get(group, {}))
-
-    def groups_of_topic(self, topic: str) -> list[str]:
-        return [g for g, topics in self.offsets.items() if topic in topics]
 
 
 def _tags_of(props: str) -> str | None:
