@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
@@ -71,6 +72,9 @@ def test_json_body_format_and_invalid_json(tmp_path: Path, spark_submit) -> None
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.counts()["rows_out"] == 3
     assert _output_keys(out) == {"wj": [("broker-a", 0, o) for o in range(3)]}
+    # a Parquet VARIANT column (metadata + value/shredded value), not the raw bytes
+    body_type = ds.dataset(out, format="parquet", partitioning="hive").schema.field("body").type
+    assert pa.types.is_struct(body_type) and body_type.get_field_index("metadata") >= 0
 
 
 def test_checksum_mismatch_fails_before_loading(tmp_path: Path, spark_submit) -> None:
