@@ -155,21 +155,23 @@ class AsyncAdmin:
             return ConsumerConnection.from_body(resp.body)
         return await retry_idempotent(call)
 
-    async def _group_brokers(self, group: str) -> list[str]:
-        route = await self.client.get_route(retry_topic(group), refresh=True)
-        return sorted({a for b in route.broker_datas if (a := b.select_addr()) is not None})
+    async def _ask_each_broker(self, route_topic: str, code: int, header: dict[str, Any],
+                               parse: Callable[[bytes | None], T]) -> list[T]:
+        """Send one request to every broker of ``route_topic`` (fresh route); parsed answers."""
+        route = await self.client.get_route(route_topic, refresh=True)
+
+        async def one(addr: str) -> T:
+            resp = await retry_idempotent(lambda: self.client.invoke_ok(addr, RemotingCommand.request(code, header)))
+            return parse(resp.body)
+        return list(await asyncio.gather(*(one(a) for a in route.select_addrs())))
 
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         """GET_CONSUME_STATS from every broker of ``%RETRY%<group>``, merged (tps summed)."""
         header: dict[str, Any] = {"consumerGroup": self.client.ns(group)}
         if topic is not None:
             header["topic"] = self.client.ns(topic)
-
-        async def one(addr: str) -> ConsumeStats:
-            resp = await retry_idempotent(lambda: self.client.invoke_ok(
-                addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, header)))
-            return ConsumeStats.from_body(resp.body)
-        parts = await asyncio.gather(*(one(a) for a in await self._group_brokers(group)))
+        parts = await self._ask_each_broker(retry_topic(group), RequestCode.GET_CONSUME_STATS, header,
+                                            ConsumeStats.from_body)
         table: dict[MessageQueue, OffsetWrapper] = {}
         for p in parts:
             table.update(p.offset_table)
@@ -177,16 +179,10 @@ class AsyncAdmin:
 
     async def topic_stats(self, topic: str) -> TopicStatsTable:
         """GET_TOPIC_STATS_INFO from every broker of the topic, merged."""
-        route = await self.client.get_route(topic, refresh=True)
-        addrs = sorted({a for b in route.broker_datas if (a := b.select_addr()) is not None})
-        header = {"topic": self.client.ns(topic)}
-
-        async def one(addr: str) -> TopicStatsTable:
-            resp = await retry_idempotent(lambda: self.client.invoke_ok(
-                addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, header)))
-            return TopicStatsTable.from_body(resp.body)
+        parts = await self._ask_each_broker(topic, RequestCode.GET_TOPIC_STATS_INFO, {"topic": self.client.ns(topic)},
+                                            TopicStatsTable.from_body)
         table: dict[MessageQueue, TopicOffset] = {}
-        for part in await asyncio.gather(*(one(a) for a in addrs)):
+        for part in parts:
             table.update(part.offset_table)
         return TopicStatsTable(table)
 

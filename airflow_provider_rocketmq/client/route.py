@@ -196,6 +196,10 @@ class TopicRouteData:
         """broker name -> master address, for brokers that currently have a master."""
         return {b.broker_name: m for b in self.broker_datas if (m := b.master_addr()) is not None}
 
+    def select_addrs(self) -> list[str]:
+        """One address per broker name (its master, else a replica), sorted: whom admin RPCs ask."""
+        return sorted({a for b in self.broker_datas if (a := b.select_addr()) is not None})
+
 
 @dataclass(frozen=True)
 class ClusterInfo:
