@@ -18,8 +18,8 @@ from .admin_bodies import ConsumerConnection, ConsumeStats, OffsetWrapper, Topic
 from .config import DEFAULT_TOPIC, ClientConfig, check_topic, retry_topic
 from .errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
 from .lag import LagSnapshot, from_consume_stats, from_offsets
-from .loop_thread import LoopThread
-from .mqclient import MQClient, retry_idempotent, with_deadline
+from .loop_thread import SyncFacade
+from .mqclient import ClientFacade, retry_idempotent, with_deadline
 from .queue import MessageQueue
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
@@ -43,27 +43,8 @@ async def _bounded_gather(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
     return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
-class AsyncAdmin:
-    """asyncio admin client; owns an `MQClient` unless one is passed in."""
-
-    def __init__(self, config: ClientConfig | None = None, mqclient: MQClient | None = None) -> None:
-        self._own_client = mqclient is None
-        self.client = mqclient if mqclient is not None else MQClient(config)
-        self.config = self.client.config
-
-    async def start(self) -> AsyncAdmin:
-        await self.client.start()
-        return self
-
-    async def close(self) -> None:
-        if self._own_client:
-            await self.client.close()
-
-    async def __aenter__(self) -> AsyncAdmin:  # noqa: PYI034 - Self needs Python 3.11
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+class AsyncAdmin(ClientFacade):
+    """asyncio admin client; owns an `MQClient` unless one is passed in (start/close/async with)."""
 
     def _display(self, topic: str) -> str:
         return self.config.without_namespace(topic)
@@ -223,82 +204,65 @@ class AsyncAdmin:
         return from_offsets(group, topic, rows, self._display)
 
 
-class Admin:
+class Admin(SyncFacade[AsyncAdmin]):
     """Synchronous admin facade (context manager) over `AsyncAdmin` on a private loop thread."""
 
     def __init__(self, config: ClientConfig | None = None, *, timeout: float | None = 60.0) -> None:
         cfg = (config or ClientConfig()).validate()
         self._timeout = timeout
-        self._loop = LoopThread(name="rocketmq-admin")
-        try:
-            self._admin: AsyncAdmin = self._loop.run(_make_admin(cfg))
-        except BaseException:
-            self._loop.stop()
-            raise
+        super().__init__("rocketmq-admin", lambda: AsyncAdmin(cfg))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(with_deadline(coro, self._timeout, "admin call"))
 
     def create_topic(self, topic: str, queues: int = 8, cluster: str | None = None, *,
                      perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:
-        return self._run(self._admin.create_topic(topic, queues, cluster, perm=perm, order=order))
+        return self._run(self._impl.create_topic(topic, queues, cluster, perm=perm, order=order))
 
     def topic_queues(self, topic: str) -> list[MessageQueue]:
-        return self._run(self._admin.topic_queues(topic))
+        return self._run(self._impl.topic_queues(topic))
 
     def max_offset(self, mq: MessageQueue) -> int:
-        return self._run(self._admin.max_offset(mq))
+        return self._run(self._impl.max_offset(mq))
 
     def min_offset(self, mq: MessageQueue) -> int:
-        return self._run(self._admin.min_offset(mq))
+        return self._run(self._impl.min_offset(mq))
 
     def search_offset(self, mq: MessageQueue, ts: int) -> int:
-        return self._run(self._admin.search_offset(mq, ts))
+        return self._run(self._impl.search_offset(mq, ts))
 
     def committed_offset(self, group: str, mq: MessageQueue) -> int:
-        return self._run(self._admin.committed_offset(group, mq))
+        return self._run(self._impl.committed_offset(group, mq))
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
-        self._run(self._admin.update_consumer_offset(group, mq, offset))
+        self._run(self._impl.update_consumer_offset(group, mq, offset))
 
     def high_water_marks(self, topic: str) -> dict[MessageQueue, int]:
-        return self._run(self._admin.high_water_marks(topic))
+        return self._run(self._impl.high_water_marks(topic))
 
     def committed_offsets(self, group: str, topic: str) -> dict[MessageQueue, int]:
-        return self._run(self._admin.committed_offsets(group, topic))
+        return self._run(self._impl.committed_offsets(group, topic))
 
     def consumer_ids(self, group: str) -> list[str]:
-        return self._run(self._admin.consumer_ids(group))
+        return self._run(self._impl.consumer_ids(group))
 
     def consumer_connections(self, group: str) -> ConsumerConnection:
-        return self._run(self._admin.consumer_connections(group))
+        return self._run(self._impl.consumer_connections(group))
 
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        return self._run(self._admin.consume_stats(group, topic))
+        return self._run(self._impl.consume_stats(group, topic))
 
     def topic_stats(self, topic: str) -> TopicStatsTable:
-        return self._run(self._admin.topic_stats(topic))
+        return self._run(self._impl.topic_stats(topic))
 
     def lag(self, group: str, topic: str | None = None) -> LagSnapshot:
-        return self._run(self._admin.lag(group, topic))
-
-    def close(self) -> None:
-        """Close connections and stop the loop thread. Idempotent."""
-        try:
-            if self._loop.loop.is_running():
-                self._loop.run(self._admin.close(), 10)
-        finally:
-            self._loop.stop()
+        return self._run(self._impl.lag(group, topic))
 
     def __enter__(self) -> Admin:  # noqa: PYI034 - Self needs Python 3.11
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-async def _make_admin(cfg: ClientConfig) -> AsyncAdmin:
-    return AsyncAdmin(cfg)
 
 
 __all__ = ["Admin", "AsyncAdmin", "LagSnapshot"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -68,3 +68,35 @@ class LoopThread:
             self._thread.join(10)
         else:
             self.loop.stop()
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+A = TypeVar("A", bound=_Closable)
+
+
+async def _build(make: Callable[[], A]) -> A:
+    return make()
+
+
+class SyncFacade(Generic[A]):
+    """Base of the sync facades: an async client built and driven on a private `LoopThread`."""
+
+    def __init__(self, thread_name: str, make: Callable[[], A]) -> None:
+        self._loop = LoopThread(name=thread_name)
+        try:
+            # built on the loop thread so that every asyncio object belongs to that loop
+            self._impl: A = self._loop.run(_build(make))
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def close(self) -> None:
+        """Close the async client, then stop the loop thread. Idempotent."""
+        try:
+            if self._loop.loop.is_running():
+                self._loop.run(self._impl.close(), 10)
+        finally:
+            self._loop.stop()

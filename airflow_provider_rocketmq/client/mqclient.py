@@ -38,6 +38,7 @@ from .route import MASTER_ID, ClusterInfo, NameServerClient, TopicRouteData
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+F = TypeVar("F", bound="ClientFacade")
 
 RETRY_ATTEMPTS = 3
 
@@ -319,4 +320,28 @@ class MQClient:
         return (await self.get_route(topic)).master_addrs()
 
 
-__all__ = ["BrokerError", "MQClient", "retry_idempotent"]
+class ClientFacade:
+    """Base of the asyncio facades (producer, admin): owns an `MQClient` unless one is passed in."""
+
+    def __init__(self, config: ClientConfig | None = None, mqclient: MQClient | None = None) -> None:
+        self._own_client = mqclient is None
+        self.client = mqclient if mqclient is not None else MQClient(config)
+        self.config = self.client.config
+
+    async def start(self: F) -> F:  # noqa: PYI019 - typing.Self needs Python 3.11
+        await self.client.start()
+        return self
+
+    async def close(self) -> None:
+        """Close the connections, only when this facade created its MQClient. Idempotent."""
+        if self._own_client:
+            await self.client.close()
+
+    async def __aenter__(self: F) -> F:  # noqa: PYI019 - typing.Self needs Python 3.11
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+__all__ = ["BrokerError", "ClientFacade", "MQClient", "retry_idempotent"]

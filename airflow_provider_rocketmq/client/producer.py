@@ -39,7 +39,7 @@ from .errors import (
     RouteNotFoundError,
     broker_error,
 )
-from .loop_thread import LoopThread
+from .loop_thread import SyncFacade
 from .message import (
     COMPRESS_OVER,
     COMPRESSION_ZLIB,
@@ -55,7 +55,7 @@ from .message import (
     new_uniq_id,
     properties_to_string,
 )
-from .mqclient import MQClient, with_deadline
+from .mqclient import ClientFacade, MQClient, with_deadline
 from .queue import MessageQueue
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
@@ -201,7 +201,7 @@ def build_batch_request(msgs: Sequence[Message], mq: MessageQueue, group: str, *
     return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
 
 
-class AsyncProducer:
+class AsyncProducer(ClientFacade):
     """asyncio producer (see module docstring). One `MQClient` unless one is passed in."""
 
     def __init__(self, config: ClientConfig | None = None, group: str = "DEFAULT_PRODUCER",
@@ -214,9 +214,7 @@ class AsyncProducer:
             raise ConfigError("retry_times", f"must be an integer in [0, 16], got {retry_times!r}")
         if compress_over < 0:
             raise ConfigError("compress_over", "must be >= 0")
-        self._own_client = mqclient is None
-        self.client = mqclient if mqclient is not None else MQClient(config)
-        self.config = self.client.config
+        super().__init__(config, mqclient)
         self.group = group
         self.retry_times = retry_times
         self.compress_over = compress_over
@@ -226,21 +224,10 @@ class AsyncProducer:
         self._counter = itertools.count()
         self._closed = False
 
-    async def start(self) -> AsyncProducer:
-        await self.client.start()
-        return self
-
     async def close(self) -> None:
-        """Close the connections (only when this producer created its MQClient). Idempotent."""
+        """Refuse further sends; close the connections if this producer created its MQClient."""
         self._closed = True
-        if self._own_client:
-            await self.client.close()
-
-    async def __aenter__(self) -> AsyncProducer:  # noqa: PYI034 - Self needs Python 3.11
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        await super().close()
 
     # -- queue selection ---------------------------------------------------------
     async def publish_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
@@ -377,64 +364,48 @@ def _default_topic_queues(route: TopicRouteData, topic: str) -> list[MessageQueu
     return out
 
 
-class Producer:
+class Producer(SyncFacade[AsyncProducer]):
     """Synchronous producer facade (context manager) over `AsyncProducer` on a private loop thread."""
 
     def __init__(self, config: ClientConfig | None = None, group: str = "DEFAULT_PRODUCER",
                  **options: Any) -> None:
         cfg = (config or ClientConfig()).validate()
-        self._loop = LoopThread(name="rocketmq-producer")
-        try:
-            self._producer: AsyncProducer = self._loop.run(_make_producer(cfg, group, options))
-        except BaseException:
-            self._loop.stop()
-            raise
+        super().__init__("rocketmq-producer", lambda: AsyncProducer(cfg, group, **options))
         self._started = False
 
     @property
     def group(self) -> str:
-        return self._producer.group
+        return self._impl.group
 
     def start(self) -> Producer:
         if not self._started:
-            self._loop.run(self._producer.start())
+            self._loop.run(self._impl.start())
             self._started = True
         return self
 
     def send(self, msg: Message, queue: MessageQueue | None = None, key: str | None = None,
              timeout: float | None = None) -> SendResult:
         self.start()
-        return self._loop.run(with_deadline(self._producer.send(msg, queue, key), timeout, "send"))
+        return self._loop.run(with_deadline(self._impl.send(msg, queue, key), timeout, "send"))
 
     def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
                    key: str | None = None, timeout: float | None = None) -> SendResult:
         self.start()
-        return self._loop.run(with_deadline(self._producer.send_batch(list(msgs), queue, key), timeout,
+        return self._loop.run(with_deadline(self._impl.send_batch(list(msgs), queue, key), timeout,
                                             "send_batch"))
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
-        return self._loop.run(self._producer.publish_queues(topic))
+        return self._loop.run(self._impl.publish_queues(topic))
 
-    def close(self) -> None:
-        """Close connections and stop the loop thread. Idempotent."""
-        try:
-            if self._loop.loop.is_running():
-                self._loop.run(self._producer.close(), 10)
-        finally:
-            self._loop.stop()
-
-    shutdown = close
+    def shutdown(self) -> None:
+        """Same as close()."""
+        self.close()
 
     def __enter__(self) -> Producer:  # noqa: PYI034 - Self needs Python 3.11
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-async def _make_producer(cfg: ClientConfig, group: str, options: dict[str, Any]) -> AsyncProducer:
-    # Built on the loop thread so every asyncio object belongs to that loop.
-    return AsyncProducer(cfg, group, **options)
 
 
 __all__ = ["AsyncProducer", "BrokerError", "Producer", "SendResult", "build_batch_request",
