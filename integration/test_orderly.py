@@ -22,8 +22,10 @@ from .backends import IntegrationCluster, wait_until
 from .helpers import SEQ, Collector, assigned_map, is_partition, make_message, start_consumer, stop_consumers
 
 TIMEOUT = 60.0
+LOCK_RELEASE_TIMEOUT = 15.0
 ORDERS = 8
 STEPS = 25
+EXTRA_STEPS = 2
 SUSPEND_AT = (3, 5)  # (order, step) answered SUSPEND_CURRENT_QUEUE_A_MOMENT once
 
 
@@ -94,10 +96,25 @@ def test_orderly_consumption_keeps_order_under_broker_locks(cluster: Integration
         # while both consumers run, the broker refuses the queues' locks to anybody else
         granted = asyncio.run(_lock_probe(cluster.namesrv_addr, group, all_queues))
         assert granted == set(), f"broker granted locks held by running orderly consumers: {granted}"
+        records = collector.snapshot()
+
+        # a leaves: b takes over every queue (it must win the broker locks a held) and goes on in order
+        stop_consumers(consumers.pop("a"))
+        wait_until(lambda: assigned_map(consumers, topic)["b"] == frozenset(all_queues), TIMEOUT,
+                   "every queue on b after a left")
+        with cluster.producer() as producer:
+            for step in range(STEPS, STEPS + EXTRA_STEPS):
+                for order in range(ORDERS):
+                    producer.send(make_message(topic, order * 1000 + step, keys=f"order-{order}"),
+                                  queue=all_queues[order % len(all_queues)])
+        collector.wait_for_seqs([o * 1000 + s for o in range(ORDERS) for s in range(STEPS, STEPS + EXTRA_STEPS)],
+                                TIMEOUT, consumer="b")
+        granted = asyncio.run(_lock_probe(cluster.namesrv_addr, group, all_queues))
+        assert granted == set(), f"broker granted locks held by the remaining consumer: {granted}"
     finally:
         stop_consumers(*consumers.values())
 
-    records = collector.snapshot()
+    # while the group was stable: every order in sequence, exactly once, by its queue's owner
     assert suspended == [SUSPEND_AT[0] * 1000 + SUSPEND_AT[1]]
     for order in range(ORDERS):
         steps = [r.seq % 1000 for r in records if r.seq // 1000 == order]
@@ -107,6 +124,13 @@ def test_orderly_consumption_keeps_order_under_broker_locks(cluster: Integration
         queue = all_queues[order % len(all_queues)]
         assert queue in assignment[owners.pop()]
 
-    # after shutdown (UNLOCK_BATCH_MQ) the locks are free again
+    # after the takeover b went on in order (a replay of what a had not committed is allowed)
+    later = collector.snapshot()[len(records):]
+    for order in range(ORDERS):
+        steps = [r.seq % 1000 for r in later if r.seq // 1000 == order and r.consumer == "b"]
+        assert steps == sorted(set(steps)), f"order {order} out of order after the takeover: {steps}"
+        assert steps[-EXTRA_STEPS:] == list(range(STEPS, STEPS + EXTRA_STEPS))
+
+    # b's shutdown (UNLOCK_BATCH_MQ) frees the locks at once, well before the broker's 60 s lock expiry
     wait_until(lambda: asyncio.run(_lock_probe(cluster.namesrv_addr, group, all_queues)) == set(all_queues),
-               TIMEOUT, "queue locks released after shutdown")
+               LOCK_RELEASE_TIMEOUT, "queue locks released after shutdown")
