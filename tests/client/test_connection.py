@@ -247,6 +247,21 @@ async def test_pool_reconnects_after_peer_drop_and_signs_requests() -> None:
         await pool.get(peer.addr)
 
 
+async def test_pool_closed_while_connecting_keeps_no_connection() -> None:
+    peer = await _echo_peer()
+    pool = ConnectionPool()
+    try:
+        # get() is inside its connect when close() runs: the new connection must not survive
+        got, _ = await asyncio.gather(pool.get(peer.addr), pool.close(), return_exceptions=True)
+        assert isinstance(got, ConnectionClosedError)
+        assert pool.connections() == {}
+        await peer.connected.wait()
+        await asyncio.wait_for(peer.connections[0].wait_closed(), 5)
+    finally:
+        await pool.close()
+        await peer.stop()
+
+
 async def test_connect_refused_is_typed() -> None:
     peer = await ScriptedPeer().start()
     addr = peer.addr

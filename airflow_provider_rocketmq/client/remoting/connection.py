@@ -232,6 +232,9 @@ class ConnectionPool:
             if conn is None or conn.is_closed:
                 conn = await open_connection(addr, handlers=self.handlers, rpc_hook=self.rpc_hook,
                                              timeout=self.connect_timeout, use_tls=self.use_tls)
+                if self._closed:  # close() ran while we were connecting: it could not see this one
+                    await conn.close()
+                    raise ConnectionClosedError("connection pool is closed")
                 self._conns[addr] = conn
             return conn
 
