@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RESUBMIT_DELAY = 5.0  # Java submitConsumeRequestLater
+RESUBMIT_DELAY = 5.0
+KICK_BATCHES = 16  # wake a worker at once when this many batches wait
+KICK_DELAY = 0.002  # otherwise at most this late  # Java submitConsumeRequestLater
 EXPIRED_DELAY_LEVEL = 3  # Java cleanExpiredMsg sends back with delay level 3
 
 Failure = tuple[list[MessageExt], int]  # (messages, delay level)
@@ -63,15 +65,28 @@ class ConcurrentConsumeService:
                                     on_idle=self._wake_loop)
             self.pool.defer_wake = self._schedule_kick
         self._kick_scheduled = False
+        self._kick_timer: asyncio.TimerHandle | None = None
 
     def _schedule_kick(self) -> None:
-        # batches submitted during one loop iteration share one worker wake-up
-        if not self._kick_scheduled:
-            self._kick_scheduled = True
-            self.loop.call_soon(self._kick)
+        # Batches share worker wake-ups: a wake-up is a futex call, a context switch and a GIL
+        # hand-off that stalls the loop thread after its next syscall. Wake at once when a few
+        # batches wait, otherwise within KICK_DELAY (bounded latency, far fewer wake-ups).
+        pool = self.pool
+        if pool is None:
+            return
+        if pool.pending() >= KICK_BATCHES:
+            if self._kick_timer is not None:
+                self._kick_timer.cancel()
+                self._kick_timer = None
+            if not self._kick_scheduled:
+                self._kick_scheduled = True
+                self.loop.call_soon(self._kick)
+        elif self._kick_timer is None and not self._kick_scheduled:
+            self._kick_timer = self.loop.call_later(KICK_DELAY, self._kick)
 
     def _kick(self) -> None:
         self._kick_scheduled = False
+        self._kick_timer = None
         if self.pool is not None:
             self.pool.kick()
 

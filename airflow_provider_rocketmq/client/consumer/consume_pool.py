@@ -41,6 +41,9 @@ class ConsumePool:
             return
         self.kick()
 
+    def pending(self) -> int:
+        return len(self._work)
+
     def kick(self) -> None:
         """Wake a sleeping worker if there is work and no wake-up is already on its way."""
         if not self._work:

@@ -46,6 +46,7 @@ class PullService:
         self.next_offsets: dict[MessageQueue, int] = {}
         self.suggested_broker: dict[MessageQueue, int] = {}
         self.stop_offsets: dict[MessageQueue, int] = {}
+        self._headers: dict[MessageQueue, dict[str, str]] = {}
         self.threshold_count = core.config.pull_threshold_for_queue
         self.threshold_bytes = core.config.pull_threshold_size_for_queue * 1024 * 1024
         self.pulls = 0
@@ -202,16 +203,22 @@ class PullService:
         flag = FLAG_SUSPEND
         if commit > 0 and cfg.enable_offset_commit and broker_id == 0:
             flag |= FLAG_COMMIT_OFFSET
-        header = {
-            "consumerGroup": core.ns_group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
-            "maxMsgNums": max_nums, "sysFlag": flag, "commitOffset": max(commit, 0),
-            "suspendTimeoutMillis": int(cfg.broker_suspend_max_time * 1000), "subVersion": sub_version,
-            "expressionType": expression_type, "bname": mq.broker_name,
-        }
+        base = self._headers.get(mq)
+        if base is None:  # the per-queue constant part, stringified once (extFields are strings)
+            base = self._headers[mq] = {
+                "consumerGroup": core.ns_group, "topic": mq.topic, "queueId": str(mq.queue_id),
+                "suspendTimeoutMillis": str(int(cfg.broker_suspend_max_time * 1000)),
+                "expressionType": expression_type, "bname": mq.broker_name}
+        header = base.copy()
+        header["queueOffset"] = str(offset)
+        header["maxMsgNums"] = str(max_nums)
+        header["sysFlag"] = str(flag)
+        header["commitOffset"] = str(max(0, commit))
+        header["subVersion"] = str(sub_version)
         if cfg.post_subscription_when_pull:
-            header["sysFlag"] = flag | FLAG_SUBSCRIPTION
+            header["sysFlag"] = str(flag | FLAG_SUBSCRIPTION)
             header["subscription"] = sub_string
-        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
+        cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header)
         return await client.invoke(addr, cmd, cfg.consumer_timeout_when_suspend)
 
     def _prepare(self, mq: MessageQueue, msgs: list[MessageExt], tags: frozenset[str]) -> list[MessageExt]:
