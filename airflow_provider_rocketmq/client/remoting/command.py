@@ -45,9 +45,14 @@ def _ext_str(value: Any) -> str:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if value is None:
-        return "null"
     return str(value)
+
+
+def _ext_fields(values: dict[str, Any] | None) -> dict[str, str] | None:
+    """extFields as Java's makeCustomHeaderToNet builds them: values as text, null fields left out."""
+    if values is None:
+        return None
+    return {k: _ext_str(v) for k, v in values.items() if v is not None}
 
 
 class RemotingCommand:
@@ -83,16 +88,14 @@ class RemotingCommand:
     @classmethod
     def request(cls, code: int, ext_fields: dict[str, Any] | None = None, body: bytes | None = None,
                 *, oneway: bool = False) -> RemotingCommand:
-        ext = None if ext_fields is None else {k: _ext_str(v) for k, v in ext_fields.items()}
-        return cls(code, ext, body, flag=FLAG_ONEWAY if oneway else 0)
+        return cls(code, _ext_fields(ext_fields), body, flag=FLAG_ONEWAY if oneway else 0)
 
     def make_response(self, code: int = 0, ext_fields: dict[str, Any] | None = None,
                       body: bytes | None = None, remark: str | None = None,
                       *, language: str = "JAVA") -> RemotingCommand:
         """Response to this request: same opaque, response flag, same serialize type."""
-        ext = None if ext_fields is None else {k: _ext_str(v) for k, v in ext_fields.items()}
-        return RemotingCommand(code, ext, body, opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark,
-                               language=language, version=CLIENT_VERSION,
+        return RemotingCommand(code, _ext_fields(ext_fields), body, opaque=self.opaque, flag=FLAG_RESPONSE,
+                               remark=remark, language=language, version=CLIENT_VERSION,
                                serialize_type=self.serialize_type)
 
     # -- flags ---------------------------------------------------------------
@@ -225,7 +228,7 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
     if ext is not None:
         if not isinstance(ext, dict):
             raise ProtocolError("extFields is not an object")
-        ext = {k: _ext_str(v) for k, v in ext.items()}
+        ext = _ext_fields(ext)  # a null field reads as absent, as in Java's header decoding
     return RemotingCommand(code, ext, opaque=opaque, flag=flag, remark=remark, language=lang,
                            version=version, serialize_type=SERIALIZE_JSON)
 
