@@ -127,12 +127,12 @@ class AdminHandlers:
         table: dict[MessageQueue, dict[str, int]] = {}
         for topic in topics:
             cfg = broker.topics.get(topic)
-            if cfg is None:
-                return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{topic}] not exist")
+            if cfg is None:  # AdminBrokerProcessor.getConsumeStats skips it (an empty table, not an error)
+                continue
             # like the real broker: an online group only reports topics it still subscribes to
             if info is not None and info.subscriptions and topic not in info.subscriptions:
                 continue
-            for qid in range(cfg.write_queues):
+            for qid in range(cfg.read_queues):
                 consumer = max(store.query_offset(group, topic, qid), 0)
                 table[MessageQueue(topic, broker.name, qid)] = {
                     "brokerOffset": store.max_offset(topic, qid), "consumerOffset": consumer,

@@ -88,3 +88,18 @@ def test_sync_fixture_control_methods(embedded_cluster: EmbeddedCluster) -> None
     embedded_cluster.restart_broker("broker-a")
     assert embedded_cluster.brokers[0].addr == addr
     assert embedded_cluster.brokers[0].running
+
+
+async def test_consume_stats_cover_read_queues_and_skip_missing_topics(embedded_cluster: EmbeddedCluster) -> None:
+    """Like AdminBrokerProcessor.getConsumeStats: readQueueNums queues; an unknown topic is skipped."""
+    bc = await RawClient().connect(embedded_cluster.brokers[0].addr)
+    try:
+        created = await bc.call(17, {"topic": "CS", "readQueueNums": 2, "writeQueueNums": 4, "perm": 6})
+        assert created.code == 0
+        await bc.call(15, {"consumerGroup": "gcs", "topic": "CS", "queueId": 0, "commitOffset": 0})
+        stats = fastjson.loads((await bc.call(208, {"consumerGroup": "gcs"})).body)
+        assert sorted(fastjson.parse_key(k)["queueId"] for k in stats["offsetTable"]) == [0, 1]
+        missing = await bc.call(208, {"consumerGroup": "gcs", "topic": "NoSuchTopic"})
+        assert (missing.code, fastjson.loads(missing.body)) == (0, {"consumeTps": 0.0, "offsetTable": {}})
+    finally:
+        await bc.close()
