@@ -94,8 +94,9 @@ def run_push(namesrv: str, topic: str, group: str, total: int, batch: int) -> tu
                 done.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
+    # Java defaults otherwise (20 consume threads, pull batch 32, thresholds 1000 / 100 MiB)
     c = PushConsumer(group, namesrv_addr=namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                     consume_message_batch_max_size=batch, consume_thread_min=4, consume_thread_max=4)
+                     consume_message_batch_max_size=batch)
     c.subscribe(topic)
     c.register_listener(listener)
     cpu0, t0 = time.process_time(), time.perf_counter()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -32,7 +31,9 @@ log = logging.getLogger(__name__)
 
 RESUBMIT_DELAY = 5.0
 KICK_BATCHES = 16  # wake a worker at once when this many batches wait
-KICK_DELAY = 0.002  # otherwise at most this late  # Java submitConsumeRequestLater
+KICK_DELAY = 0.002  # otherwise at most this late
+RESULT_POLL_MIN = 0.002  # the loop collects worker results at least this often while busy ...
+RESULT_POLL_MAX = 0.02  # ... backing off to this while listeners are slow  # Java submitConsumeRequestLater
 EXPIRED_DELAY_LEVEL = 3  # Java cleanExpiredMsg sends back with delay level 3
 
 Failure = tuple[list[MessageExt], int]  # (messages, delay level)
@@ -54,15 +55,15 @@ class ConcurrentConsumeService:
         self.consumed_ok = 0
         self.consumed_failed = 0
         self.consume_rt_total = 0.0
-        # worker results go through a deque; the loop is woken once per burst, not once per batch
-        # (each call_soon_threadsafe is a self-pipe write plus a GIL hand-off)
+        # Worker results go through a deque that the loop polls (pull loop + a timer armed while
+        # batches are in flight): workers never wake the loop, which would cost a self-pipe write,
+        # a loop iteration and a GIL hand-off per burst.
         self._results: collections.deque[tuple] = collections.deque()  # type: ignore[type-arg]
-        self._wake_lock = threading.Lock()
-        self._wake_pending = False
+        self._poll_timer: asyncio.TimerHandle | None = None
+        self._poll_interval = RESULT_POLL_MIN
         self.pool: ConsumePool | None = None
         if not self.is_async:
-            self.pool = ConsumePool(core.config.consume_thread_min, f"ConsumeMessageThread_{core.group}",
-                                    on_idle=self._wake_loop)
+            self.pool = ConsumePool(core.config.consume_thread_min, f"ConsumeMessageThread_{core.group}")
             self.pool.defer_wake = self._schedule_kick
         self._kick_scheduled = False
         self._kick_timer: asyncio.TimerHandle | None = None
@@ -100,6 +101,9 @@ class ConcurrentConsumeService:
         else:
             assert self.pool is not None
             self.pool.submit(self._run_sync, msgs, pq, mq, token)
+            if self._poll_timer is None:
+                self._poll_interval = RESULT_POLL_MIN
+                self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
 
     def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
         task = self.loop.create_task(coro)
@@ -129,30 +133,23 @@ class ConcurrentConsumeService:
             if bad < len(chunk):
                 failures.append((chunk[bad:], ctx.delay_level_when_next_consume))
             ctx = ConsumeContext(mq)  # the listener changed it: a fresh one for the next call
-        results = self._results
-        results.append((msgs, pq, mq, token, failures, time.monotonic() - start))
-        if len(results) >= 16:  # a long busy burst still settles offsets regularly
-            self._wake_loop()
-
-    def _wake_loop(self) -> None:
-        """Hand collected results to the loop: one wake-up per burst, not per batch."""
-        if not self._results:
-            return
-        with self._wake_lock:
-            if self._wake_pending:
-                return
-            self._wake_pending = True
-        try:
-            self.loop.call_soon_threadsafe(self._drain_results)
-        except RuntimeError:  # loop closed during shutdown: offsets of this batch are simply not advanced
-            pass
+        self._results.append((msgs, pq, mq, token, failures, time.monotonic() - start))
 
     def _drain_results(self) -> None:
-        with self._wake_lock:
-            self._wake_pending = False
+        """Settle what the workers finished (loop thread; also called by the pull loops)."""
         results = self._results
         while results:
             self._settle(*results.popleft())
+
+    def _poll_results(self) -> None:
+        self._poll_timer = None
+        if self._results:
+            self._drain_results()
+            self._poll_interval = RESULT_POLL_MIN
+        else:  # a slow listener: poll less often, up to RESULT_POLL_MAX
+            self._poll_interval = min(self._poll_interval * 2, RESULT_POLL_MAX)
+        if self.inflight > 0:
+            self._poll_timer = self.loop.call_later(self._poll_interval, self._poll_results)
 
     async def _run_async(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue,
                          token: int) -> None:
@@ -244,6 +241,9 @@ class ConcurrentConsumeService:
             return False
 
     async def close(self) -> None:
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+            self._poll_timer = None
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
