@@ -124,11 +124,13 @@ class IntegrationCluster:
         return self.unique_name(prefix)
 
     def new_topic(self, prefix: str = "topic", queues: int = 8, timeout: float = 30.0) -> str:
-        """Create a uniquely named topic and wait until its route shows ``queues`` queues."""
+        """Create a uniquely named topic with ``queues`` queues on every master broker of the
+        cluster, and wait until its route shows all of them."""
         topic = self.unique_name(prefix)
-        self.admin.create_topic(topic, queues=queues)
-        wait_until(lambda: len(self.admin.high_water_marks(topic)) == queues, timeout,
-                   f"route of {topic} with {queues} queues")
+        brokers = self.admin.create_topic(topic, queues=queues)
+        total = queues * max(1, len(brokers))
+        wait_until(lambda: len(self.admin.high_water_marks(topic)) == total, timeout,
+                   f"route of {topic} with {total} queues")
         return topic
 
     def queues(self, topic: str) -> list[MessageQueue]:

@@ -29,7 +29,7 @@ def test_cli_produce_then_consume_with_a_tag_filter(cluster: IntegrationCluster)
     assert len(lines) == 6
     assert {m["tags"] for m in lines} == {"TagA"}
     assert all(m["properties"]["color"] == "red" and m["keys"] == "k1 k2" for m in lines)
-    assert len({(m["queue_id"], m["queue_offset"]) for m in lines}) == 6
+    assert len({(m["broker_name"], m["queue_id"], m["queue_offset"]) for m in lines}) == 6
     summary = json.loads(got.stderr.strip().splitlines()[-1])
     # 5000-byte bodies went over the wire compressed and came back whole
     assert summary["messages"] == 6 and summary["bytes"] == 6 * 5000

@@ -30,27 +30,37 @@ SUSPEND_AT = (3, 5)  # (order, step) answered SUSPEND_CURRENT_QUEUE_A_MOMENT onc
 
 
 async def _lock_probe(namesrv: str, group: str, queues: list[MessageQueue]) -> set[MessageQueue]:
-    """Ask the broker for the locks of ``queues`` as an outsider client of ``group``.
+    """Ask each queue's broker for its lock as an outsider client of ``group``.
 
-    Returns the queues the broker granted (and releases them again at once).
+    Returns the queues the brokers granted (and releases them again at once).
     """
     client = MQClient(ClientConfig(namesrv_addr=namesrv, instance_name="it_lock_probe"))
     await client.start()
+    got: set[MessageQueue] = set()
     try:
-        addr = await client.master_addr(queues[0])
-        mq_set = [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id} for q in queues]
-        body = json.dumps({"consumerGroup": group, "clientId": client.client_id, "mqSet": mq_set}).encode()
-        resp = await client.invoke_ok(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, body))
-        granted = json.loads(resp.body or b"{}").get("lockOKMQSet") or []
-        got = {MessageQueue(g["topic"], g["brokerName"], int(g["queueId"])) for g in granted}
-        if got:
-            unlock = json.dumps({"consumerGroup": group, "clientId": client.client_id,
-                                 "mqSet": [m for m in mq_set if MessageQueue(m["topic"], m["brokerName"],
-                                                                            m["queueId"]) in got]}).encode()
-            await client.invoke(addr, RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, {}, unlock))
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for q in queues:
+            by_broker.setdefault(q.broker_name, []).append(q)
+        for mqs in by_broker.values():
+            addr = await client.master_addr(mqs[0])
+            granted = await _lock_batch(client, addr, RequestCode.LOCK_BATCH_MQ, group, mqs)
+            if granted:
+                await _lock_batch(client, addr, RequestCode.UNLOCK_BATCH_MQ, group, sorted(granted))
+            got |= granted
         return got
     finally:
         await client.close()
+
+
+async def _lock_batch(client: MQClient, addr: str, code: int, group: str,
+                      mqs: list[MessageQueue]) -> set[MessageQueue]:
+    mq_set = [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id} for q in mqs]
+    body = json.dumps({"consumerGroup": group, "clientId": client.client_id, "mqSet": mq_set}).encode()
+    resp = await client.invoke_ok(addr, RemotingCommand.request(code, {}, body))
+    if code != RequestCode.LOCK_BATCH_MQ:
+        return set()
+    granted = json.loads(resp.body or b"{}").get("lockOKMQSet") or []
+    return {MessageQueue(g["topic"], g["brokerName"], int(g["queueId"])) for g in granted}
 
 
 def test_orderly_consumption_keeps_order_under_broker_locks(cluster: IntegrationCluster) -> None:
@@ -80,8 +90,8 @@ def test_orderly_consumption_keeps_order_under_broker_locks(cluster: Integration
             consumers[name] = start_consumer(cluster, group, topic, orderly_listener(name), orderly=True,
                                              suspend_current_queue_time=0.2)
         wait_until(lambda: is_partition(assigned_map(consumers, topic), all_queues)
-                   and all(len(qs) == 2 for qs in assigned_map(consumers, topic).values()),
-                   TIMEOUT, "4 queues split 2/2")
+                   and all(len(qs) == len(all_queues) // 2 for qs in assigned_map(consumers, topic).values()),
+                   TIMEOUT, "queues split half and half")
         assignment = assigned_map(consumers, topic)
 
         with cluster.producer() as producer:

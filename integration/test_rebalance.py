@@ -18,9 +18,16 @@ from .helpers import (
 TIMEOUT = 60.0
 
 
-def _blocks(assignment: dict[str, frozenset[MessageQueue]]) -> list[list[int]]:
-    """Each consumer's queue ids, sorted, ordered by their first queue id."""
-    return sorted((sorted(q.queue_id for q in qs) for qs in assignment.values()), key=lambda b: b[:1])
+def _averagely(all_queues: list[MessageQueue], members: int) -> set[frozenset[MessageQueue]]:
+    """What AllocateMessageQueueAveragely hands out: consecutive runs of the sorted queues, the
+    first ``len % members`` runs one longer (6/5/5 for 16 queues over 3 members)."""
+    size, extra = divmod(len(all_queues), members)
+    out, start = set(), 0
+    for i in range(members):
+        n = size + (1 if i < extra else 0)
+        out.add(frozenset(all_queues[start:start + n]))
+        start += n
+    return out
 
 
 def test_sixteen_queues_over_three_consumers(cluster: IntegrationCluster) -> None:
@@ -33,17 +40,18 @@ def test_sixteen_queues_over_three_consumers(cluster: IntegrationCluster) -> Non
         for name in ("c1", "c2", "c3"):
             consumers[name] = start_consumer(cluster, group, topic, collector.listener(name))
         wait_until(lambda: len(cluster.admin.consumer_ids(group)) == 3, TIMEOUT, "3 consumers registered")
-        # AllocateMessageQueueAveragely: contiguous blocks of 6, 5 and 5 queues in queue order
-        # (while members join, views differ and transient splits are expected: wait for the final one)
-        wait_until(lambda: _blocks(assigned_map(consumers, topic)) == [list(range(6)), list(range(6, 11)),
-                                                                      list(range(11, 16))],
-                   TIMEOUT, "16 queues split 6/5/5 between 3 consumers")
+        # while members join, views differ and transient splits are expected: wait for the final one
+        expected = _averagely(all_queues, 3)
+        if len(all_queues) == 16:
+            assert sorted(len(qs) for qs in expected) == [5, 5, 6]
+        wait_until(lambda: set(assigned_map(consumers, topic).values()) == expected, TIMEOUT,
+                   f"{len(all_queues)} queues split {sorted(len(q) for q in expected)} between 3 consumers")
         assignment = assigned_map(consumers, topic)
         assert is_partition(assignment, all_queues)
 
         with cluster.producer() as producer:
             results = produce(producer, topic, range(160))
-        assert {r.queue.queue_id for r in results} == set(range(16))
+        assert {r.queue for r in results} == set(all_queues)
         collector.wait_for_seqs(range(160), TIMEOUT)
         # taken before any consumer leaves: a leave moves queues, and redelivery of what the
         # leaving member had not yet committed is allowed (at-least-once), as in Java
@@ -75,8 +83,8 @@ def test_rebalance_on_join_and_leave_loses_nothing(cluster: IntegrationCluster) 
             # join: b takes half of the queues, a gives them up
             consumers["b"] = start_consumer(cluster, group, topic, collector.listener("b"))
             wait_until(lambda: is_partition(assigned_map(consumers, topic), all_queues)
-                       and all(len(qs) == 4 for qs in assigned_map(consumers, topic).values()),
-                       TIMEOUT, "8 queues split 4/4 after the join")
+                       and all(len(qs) == len(all_queues) // 2 for qs in assigned_map(consumers, topic).values()),
+                       TIMEOUT, "queues split half and half after the join")
             produce(producer, topic, range(200, 400))
             collector.wait_for_seqs(range(400), TIMEOUT)
             assert collector.seqs("b"), "the joining consumer never consumed"
