@@ -244,16 +244,14 @@ class MQClient:
     async def update_consumer_offset(self, mq: MessageQueue, group: str, offset: int,
                                      oneway: bool = False, timeout: float | None = None) -> None:
         """Store ``offset`` for ``group`` on the master (Java persists it oneway)."""
-        header = self._queue_header(mq)
-        header.update({"consumerGroup": self.ns(group), "commitOffset": int(offset)})
-        addr = await self.master_addr(mq)
-        cmd = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+        extra = {"consumerGroup": self.ns(group), "commitOffset": int(offset)}
         if oneway:
-            await self.oneway(addr, cmd)
+            header = {**self._queue_header(mq), **extra}
+            await self.oneway(await self.master_addr(mq),
+                              RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header))
         else:
-            # Setting an absolute value is idempotent, so retrying it is safe.
-            await retry_idempotent(lambda: self.invoke_ok(
-                addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header), timeout))
+            # Setting an absolute value is idempotent: retried like the reads, route re-read included.
+            await self._offset_rpc(RequestCode.UPDATE_CONSUMER_OFFSET, mq, extra, timeout)
 
     async def max_offset(self, mq: MessageQueue, timeout: float | None = None) -> int:
         """Offset one past the last message of the queue (the high-water mark)."""

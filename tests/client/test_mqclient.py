@@ -284,16 +284,23 @@ async def test_lag_reproduces_mqadmin_consumer_progress_on_the_recorded_answer()
         await broker.stop()
 
 
-async def test_offset_rpc_follows_a_moved_broker_on_retry() -> None:
+@pytest.mark.parametrize("rpc", ["max_offset", "update_consumer_offset"])
+async def test_offset_rpc_follows_a_moved_broker_on_retry(rpc: str) -> None:
     ns, old = await _cluster()
     new = await ScriptedPeer().start()
     new.reply(RequestCode.GET_MAX_OFFSET, {"offset": "77"})
+    new.reply(RequestCode.UPDATE_CONSUMER_OFFSET, {})
     client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    mq = MessageQueue("T", "broker-a", 0)
     try:
         await client.get_route("T")  # cached: broker-a at the old address
         await old.stop()
         ns.reply(RequestCode.GET_ROUTEINFO_BY_TOPIC, body=route_body(4, {"broker-a": new.addr}))
-        assert await client.max_offset(MessageQueue("T", "broker-a", 0)) == 77
+        if rpc == "max_offset":
+            assert await client.max_offset(mq) == 77
+        else:
+            await client.update_consumer_offset(mq, "g", 5)
+            assert [(c.code, c.ext["commitOffset"]) for c in new.received] == [(15, "5")]
         assert client.broker_addr("broker-a") == new.addr
     finally:
         await client.close()
