@@ -135,3 +135,28 @@ async def test_async_facade_on_the_callers_loop(cluster: TestCluster) -> None:
     finally:
         await c.shutdown()
     assert len(set(seen)) == 20
+
+
+def test_assignment_callback_reports_an_empty_share(cluster: TestCluster) -> None:
+    topic, group = "OneQueueTopic", "g_one_queue"
+    cluster.create_topic(topic, 1)
+    reports: dict[str, list[int]] = {"a": [], "b": []}
+
+    def member(name: str) -> PushConsumer:
+        c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, **FAST)
+        c.subscribe(topic)
+        c.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+        c.on_assignment(lambda t, all_, mine: reports[name].append(len(mine)) if t == topic else None)
+        return c
+
+    a, b = member("a"), member("b")
+    a.start()
+    try:
+        wait_until(lambda: reports["a"] == [1], 10, "a owns the queue")
+        b.start()
+        # 1 queue, 2 members: b is told it owns nothing (and a keeps the queue: ids sort a/b either way)
+        wait_until(lambda: 0 in reports["a"] + reports["b"] and len(reports["b"]) >= 1, 10, "b's first report")
+        wait_until(lambda: len(a.assigned_queues()) + len(b.assigned_queues()) == 1, 10, "one owner")
+    finally:
+        a.shutdown()
+        b.shutdown()

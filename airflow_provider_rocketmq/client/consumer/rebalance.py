@@ -43,6 +43,7 @@ class Rebalancer:
         self.table: dict[MessageQueue, ProcessQueue] = {}
         self.topic_queues: dict[str, list[MessageQueue]] = {}
         self.callbacks: list[AssignmentCallback] = []
+        self._reported: set[str] = set()
         self._lock = asyncio.Lock()  # one rebalance at a time
 
     # -- driving -----------------------------------------------------------------------
@@ -80,6 +81,9 @@ class Rebalancer:
         changed = await self._update_table(topic, allocated)
         if changed:
             await self.core.on_queues_changed(topic, frozenset(mq_all), frozenset(allocated))
+        # callbacks also hear the first result of a topic, even an empty one ("you own nothing")
+        if changed or topic not in self._reported:
+            self._reported.add(topic)
             for cb in list(self.callbacks):
                 try:
                     res = cb(topic, frozenset(mq_all), frozenset(allocated))
