@@ -118,5 +118,33 @@ def test_flow_control_bounds_cached_messages_with_a_slow_listener(cluster: TestC
     finally:
         release.set()
         c.shutdown(timeout=1)
-    print(f"peak RSS growth while throttled: {peak / 2**20:.1f} MiB")
+    print(f"peak RSS growth while throttled: {peak / 2**20:.1f} MiB (process RSS {proc.memory_info().rss / 2**20:.0f} MiB incl. the in-process broker)")
     assert peak < 200 * 2**20
+
+
+def test_consume_timeout_cleaner_sends_a_stuck_message_back(cluster: TestCluster) -> None:
+    topic, group = "StuckTopic", "g_stuck"
+    cluster.create_topic(topic, 1)
+    cluster.fill(topic, 1, body=lambda i: b"stuck", per_batch=1)
+    calls: list[int] = []
+    lock = threading.Lock()
+    unblock = threading.Event()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            calls.append(msgs[0].reconsume_times)
+            first = len(calls) == 1
+        if first:
+            unblock.wait(10)  # stuck well past consume_timeout
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, consume_timeout=0.3, **FAST)
+    c.subscribe(topic)
+    c.register_listener(listener)
+    c.start()
+    try:
+        wait_until(lambda: len(calls) >= 2, 20, "the redelivery of the stuck message")
+    finally:
+        unblock.set()
+        c.shutdown()
+    assert calls[:2] == [0, 1]  # sent back by the cleaner, redelivered through %RETRY%
