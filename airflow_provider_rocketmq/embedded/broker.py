@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..client.config import DEFAULT_TOPIC
+from ..client.errors import ConfigError
 from ..client.message import MessageExt, decode_messages, make_offset_msg_id
 from ..client.queue import MessageQueue
 from ..client.remoting import fastjson
@@ -125,7 +126,10 @@ class EmbeddedBroker:
             if self.settings.data_dir is not None:
                 data_dir = os.path.join(self.settings.data_dir, self.settings.name)
             try:
-                self.store = MessageStore(self.addr, data_dir, fsync=self.settings.fsync)
+                try:
+                    self.store = MessageStore(self.addr, data_dir, fsync=self.settings.fsync)
+                except OSError as exc:  # unwritable, not a directory, ...: a settings problem, not a port one
+                    raise ConfigError("data_dir", f"cannot keep the store in {data_dir}: {exc}") from exc
             except BaseException:
                 self._server.close()
                 self._server = None

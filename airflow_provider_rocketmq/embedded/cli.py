@@ -53,6 +53,11 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("--broker-port", "leaves no room for every broker below 65536")
 
 
+def _as_option(exc: ConfigError) -> ConfigError:
+    """The same error naming the command-line option (``data_dir`` -> ``--data-dir``)."""
+    return ConfigError(f"--{exc.field.replace('_', '-')}", str(exc).split(": ", 1)[-1])
+
+
 def run(args: argparse.Namespace) -> int:
     _check(args)
     try:
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             host=args.host, namesrv_port=args.port, fsync=args.fsync,
             broker_ports=[args.broker_port + i for i in range(args.brokers)] if args.broker_port else None)
     except ConfigError as exc:
-        raise ConfigError(f"--{exc.field.replace('_', '-')}", str(exc).split(": ", 1)[-1]) from None
+        raise _as_option(exc) from None
     return asyncio.run(_serve(cluster, bool(getattr(args, "json", False))))
 
 
@@ -75,6 +80,8 @@ async def _serve(cluster: EmbeddedCluster, as_json: bool) -> int:
             pass
     try:
         await cluster.astart()
+    except ConfigError as exc:  # e.g. the data dir is unusable or in use
+        raise _as_option(exc) from None
     except OSError as exc:
         raise ConfigError("--port", f"cannot listen: {exc}") from None
     try:

@@ -58,3 +58,13 @@ def test_broker_command_rejects_bad_options() -> None:
         done = _cli("broker", *args)
         assert done.returncode == 2
         assert done.stderr.startswith("error:") and needle in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_unusable_data_dir_is_reported_as_data_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_provider_rocketmq.embedded.cli import main
+
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    assert main(["--port", "0", "--data-dir", str(not_a_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --data-dir: cannot keep the store in") and len(err.splitlines()) == 1
