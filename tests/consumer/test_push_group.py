@@ -112,3 +112,28 @@ def test_tag_expression_delivers_only_matching_tags(cluster: TestCluster) -> Non
     finally:
         c.shutdown()
     assert sorted(int(b) % 3 for b in rec.all()) == [0] * 100 + [2] * 100
+
+
+def test_broker_restart_and_dropped_connections_lose_nothing(cluster: TestCluster) -> None:
+    topic, group = "RestartTopic", "g_restart"
+    cluster.create_topic(topic, 4)
+    sent = cluster.fill(topic, 2000, per_batch=50)
+    rec = Recorder()
+    gate = threading.Event()
+
+    def slow(msgs, ctx):  # type: ignore[no-untyped-def]
+        gate.wait(0.001)
+        return rec.listener("c")(msgs, ctx)
+
+    c = make(cluster, group, topic, slow, pull_batch_size=8)
+    c.start()
+    try:
+        wait_until(lambda: len(rec.all()) >= 300, 30, "consumption under way")
+        cluster.embedded.close_client_connections()  # every TCP connection of every client dropped
+        wait_until(lambda: len(rec.all()) >= 800, 30, "consumption after reconnecting")
+        cluster.embedded.restart_broker(cluster.embedded.brokers[0].name)
+        gate.set()
+        wait_until(lambda: set(rec.all()) >= set(sent), 60, "every message after the restart")
+    finally:
+        c.shutdown()
+    assert set(rec.all()) == set(sent)
