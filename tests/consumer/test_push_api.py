@@ -160,3 +160,30 @@ def test_assignment_callback_reports_an_empty_share(cluster: TestCluster) -> Non
     finally:
         a.shutdown()
         b.shutdown()
+
+
+def test_illegal_offset_moves_to_the_brokers_correction(cluster: TestCluster) -> None:
+    topic, group = "IllegalTopic", "g_illegal"
+    cluster.create_topic(topic, 1)
+    cluster.fill(topic, 10, per_batch=10)
+    mq = cluster.queues_of(topic)[0]
+    cluster.run(cluster.client.update_consumer_offset(mq, group, 1000))  # beyond the queue's end
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            seen.extend(m.queue_offset for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, enable_offset_commit=False, **FAST)
+    c.subscribe(topic)
+    c.register_listener(listener)
+    c.start()
+    try:
+        wait_until(lambda: c.stats()["pulls"] >= 1, 10, "the first pull")
+        cluster.fill(topic, 5, per_batch=5)
+        wait_until(lambda: len(seen) >= 5, 10, "the new messages")
+    finally:
+        c.shutdown()
+    assert seen == [10, 11, 12, 13, 14]  # the broker corrected 1000 to the queue's end (10)
