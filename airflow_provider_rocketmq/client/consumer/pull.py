@@ -34,7 +34,7 @@ FLAG_SUBSCRIPTION = 0x4
 DELAY_FLOW_CONTROL = 0.05  # local thresholds exceeded (Java PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
 DELAY_BROKER_FLOW_CONTROL = 0.02  # broker answered FLOW_CONTROL (215)
 DELAY_SUSPENDED = 1.0  # consumer paused
-DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset
+DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset (lets in-flight work settle)
 
 
 class PullService:
@@ -176,6 +176,11 @@ class PullService:
                 self.next_offsets[mq] = next_begin
                 if not pq.msgs and not pq.consuming:  # Java correctTagsOffset
                     core.offset_store.update_offset(mq, next_begin, increase_only=True)
+            elif code == ResponseCode.PULL_OFFSET_MOVED and not cfg.enable_offset_commit:
+                # nothing is persisted in this mode, so Java's drop + re-read of the stored offset
+                # would loop on the same illegal offset: move on in place instead
+                log.warning("offset %d of %s is illegal; moving to %d", offset, mq, next_begin)
+                self.next_offsets[mq] = next_begin
             elif code == ResponseCode.PULL_OFFSET_MOVED:
                 log.warning("offset %d of %s is illegal; moving to %d", offset, mq, next_begin)
                 pq.drop()
