@@ -124,7 +124,7 @@ class MQClient:
         budget = timeout if timeout is not None else self.timeout
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
-        conn = await self.pool.get(addr)
+        conn = await self.pool.get(addr, budget)
         return await conn.request(cmd, max(deadline - loop.time(), 0.001))
 
     async def invoke_ok(self, addr: str, cmd: RemotingCommand, timeout: float | None = None,

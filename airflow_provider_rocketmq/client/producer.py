@@ -17,6 +17,7 @@ every attempt so a duplicate would still be recognisable.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -329,11 +330,14 @@ class AsyncProducer(ClientFacade):
 
     async def _send_once(self, mq: MessageQueue, cmd: RemotingCommand, uniq: str) -> SendResult:
         addr = await self.client.master_addr(mq)
+        loop = asyncio.get_running_loop()
+        budget = self.send_timeout if self.send_timeout is not None else self.client.timeout
+        deadline = loop.time() + budget  # one deadline for connect + reply
         try:
-            await self.client.pool.get(addr)  # connect first: a refused or timed-out connect sent nothing
+            await self.client.pool.get(addr, budget)  # connect first: a refused or timed-out connect sent nothing
         except (ConnectionClosedError, RequestTimeoutError) as exc:
             raise _NotSent(exc, mq.broker_name) from exc
-        resp = await self.client.invoke(addr, cmd, self.send_timeout)
+        resp = await self.client.invoke(addr, cmd, max(deadline - loop.time(), 0.001))
         status = _STORED_CODES.get(resp.code)
         if status is None:
             err = broker_error(resp.code, resp.remark, addr=addr)

@@ -22,6 +22,7 @@ from airflow_provider_rocketmq.client.mqclient import MQClient
 from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.client.remoting.acl import sign
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
 from . import vectors
 from .peer import ScriptedPeer, route_body
@@ -156,7 +157,6 @@ async def test_server_initiated_request_reaches_registered_handler() -> None:
     client.register_handler(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_notify)
     try:
         await client.max_offset(MessageQueue("T", "broker-a", 0))  # opens the broker connection
-        from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
         broker.connections[-1].oneway(RemotingCommand.request(40, {"consumerGroup": "g1"}))
         assert await asyncio.wait_for(seen.get(), 5) == "g1"
     finally:
@@ -306,3 +306,23 @@ async def test_offset_rpc_follows_a_moved_broker_on_retry(rpc: str) -> None:
         await client.close()
         await ns.stop()
         await new.stop()
+
+
+async def test_a_short_call_deadline_also_bounds_the_connect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connect that hangs costs the call's own budget, not the (longer) request_timeout."""
+    from airflow_provider_rocketmq.client.remoting import connection
+
+    async def hanging_connect(addr: str, *, timeout: float = 3.0, **kw: object) -> connection.RemotingProtocol:
+        await asyncio.sleep(timeout)  # like a SYN nobody answers, cut off by the connect timeout
+        raise RequestTimeoutError(f"connect to {addr} timed out after {timeout}s")
+
+    monkeypatch.setattr(connection, "open_connection", hanging_connect)
+    client = MQClient(ClientConfig(namesrv_addr="127.0.0.1:9", request_timeout=10))
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        with pytest.raises(RequestTimeoutError):
+            await client.invoke("10.0.0.1:10911", RemotingCommand.request(RequestCode.GET_MAX_OFFSET), timeout=0.2)
+        assert loop.time() - started < 5
+    finally:
+        await client.close()

@@ -220,7 +220,9 @@ class ConnectionPool:
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
 
-    async def get(self, addr: str) -> RemotingProtocol:
+    async def get(self, addr: str, timeout: float | None = None) -> RemotingProtocol:
+        """The live connection to ``addr``, opened if needed within ``timeout`` (at most
+        ``connect_timeout``) so that a caller's deadline also bounds the connect."""
         conn = self._conns.get(addr)
         if conn is not None and not conn.is_closed:
             return conn
@@ -230,8 +232,9 @@ class ConnectionPool:
         async with lock:
             conn = self._conns.get(addr)
             if conn is None or conn.is_closed:
+                limit = self.connect_timeout if timeout is None else min(timeout, self.connect_timeout)
                 conn = await open_connection(addr, handlers=self.handlers, rpc_hook=self.rpc_hook,
-                                             timeout=self.connect_timeout, use_tls=self.use_tls)
+                                             timeout=limit, use_tls=self.use_tls)
                 if self._closed:  # close() ran while we were connecting: it could not see this one
                     await conn.close()
                     raise ConnectionClosedError("connection pool is closed")
