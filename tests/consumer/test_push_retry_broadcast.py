@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import psutil
 import pytest
@@ -105,7 +106,7 @@ def test_flow_control_bounds_cached_messages_with_a_slow_listener(cluster: TestC
         core = c._async._core  # sampling the process queues is the point of this test
         samples = 0
         deadline = 8.0
-        import time
+
         end = time.monotonic() + deadline
         while time.monotonic() < end:
             counts = [pq.count for pq in list(core.rebalancer.table.values())]
@@ -148,3 +149,65 @@ def test_consume_timeout_cleaner_sends_a_stuck_message_back(cluster: TestCluster
         unblock.set()
         c.shutdown()
     assert calls[:2] == [0, 1]  # sent back by the cleaner, redelivered through %RETRY%
+
+
+def test_failed_send_back_falls_back_to_a_retry_send(cluster: TestCluster) -> None:
+    topic, group = "FallbackTopic", "g_fallback"
+    cluster.create_topic(topic, 1)
+    cluster.fill(topic, 1, body=lambda i: b"again", per_batch=1)
+    # the broker rejects CONSUMER_SEND_MSG_BACK: the consumer must resend through %RETRY% itself
+    cluster.embedded.system_busy(36)
+    seen: list[tuple[str, int, str | None]] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        m = msgs[0]
+        with lock:
+            seen.append((m.topic, m.reconsume_times, m.properties.get("ORIGIN_MESSAGE_ID")))
+        return ConsumeStatus.RECONSUME_LATER if m.reconsume_times == 0 else ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, **FAST)
+    c.subscribe(topic)
+    c.register_listener(listener)
+    c.start()
+    try:
+        wait_until(lambda: len(seen) >= 2, 30, "the redelivery")
+        assert c.stats()["fallback_sends"] == 1 and c.stats()["sent_back"] == 0
+    finally:
+        c.shutdown()
+        cluster.embedded.clear_faults()
+    assert [(t, n) for t, n, _ in seen[:2]] == [(topic, 0), (topic, 1)]
+    assert seen[1][2]  # ORIGIN_MESSAGE_ID carried over
+
+
+def test_when_every_send_fails_the_message_is_resubmitted_locally(cluster: TestCluster) -> None:
+    topic, group = "LocalRetryTopic", "g_local_retry"
+    cluster.create_topic(topic, 1)
+    cluster.fill(topic, 1, body=lambda i: b"local", per_batch=1)
+    cluster.embedded.system_busy(36)  # no send-back ...
+    cluster.embedded.system_busy(310)  # ... and no fallback send either
+    seen: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            seen.append((msgs[0].topic, msgs[0].reconsume_times))
+        return ConsumeStatus.RECONSUME_LATER if len(seen) == 1 else ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, **FAST)
+    c.subscribe(topic)
+    c.register_listener(listener)
+    c.start()
+    try:
+        wait_until(lambda: len(seen) >= 1, 20, "the first delivery")
+        deadline = time.monotonic() + 2.0  # several persist periods: the offset must not pass it
+        while time.monotonic() < deadline and len(seen) < 2:
+            assert all(v <= 0 for v in cluster.committed(group, topic).values())
+            time.sleep(0.1)
+        wait_until(lambda: len(seen) >= 2, 20, "the local re-submission (after 5 s)")
+        # once consumed, the offset moves past it
+        wait_until(lambda: sum(cluster.committed(group, topic).values()) == 1, 10, "committed offset")
+    finally:
+        c.shutdown()
+        cluster.embedded.clear_faults()
+    assert seen[:2] == [(topic, 0), (topic, 1)]
