@@ -52,7 +52,8 @@ def _ext_fields(values: dict[str, Any] | None) -> dict[str, str] | None:
     """extFields as Java's makeCustomHeaderToNet builds them: values as text, null fields left out."""
     if values is None:
         return None
-    return {k: _ext_str(v) for k, v in values.items() if v is not None}
+    # strings (every value of a decoded header, most of a built one) skip the call
+    return {k: v if v.__class__ is str else _ext_str(v) for k, v in values.items() if v is not None}
 
 
 class RemotingCommand:
