@@ -8,8 +8,9 @@ Malformed bodies raise `ProtocolError` naming the field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ProtocolError
 from .queue import MessageQueue
@@ -46,6 +47,19 @@ def _mq_key(key: str, where: str) -> MessageQueue:
         raise ProtocolError(f"{where}: bad MessageQueue key: {exc}") from None
 
 
+V = TypeVar("V")
+
+
+def _queue_table(obj: dict[str, Any], what: str, build: Callable[[dict[str, Any], str], V]) -> dict[MessageQueue, V]:
+    """An ``offsetTable`` keyed by inline MessageQueue objects; ``build(value, where)`` makes each value."""
+    table: dict[MessageQueue, V] = {}
+    for key, value in _obj(obj.get("offsetTable") or {}, f"{what}.offsetTable").items():
+        mq = _mq_key(key, f"{what}.offsetTable")
+        where = f"{what}.offsetTable[{mq}]"
+        table[mq] = build(_obj(value, where), where)
+    return table
+
+
 def _load(body: bytes | str | None, what: str) -> dict[str, Any]:
     if not body:
         raise ProtocolError(f"{what} body is empty")
@@ -61,9 +75,11 @@ class OffsetWrapper:
     last_timestamp: int
     pull_offset: int | None = None
 
-    @property
-    def lag(self) -> int:
-        return max(self.broker_offset - self.consumer_offset, 0)
+    @classmethod
+    def from_json(cls, v: dict[str, Any], where: str) -> OffsetWrapper:
+        pull = v.get("pullOffset")
+        return cls(_int(v, "brokerOffset", where), _int(v, "consumerOffset", where),
+                   _int(v, "lastTimestamp", where, 0), _int(v, "pullOffset", where) if pull is not None else None)
 
 
 @dataclass(frozen=True)
@@ -76,16 +92,7 @@ class ConsumeStats:
     @classmethod
     def from_body(cls, body: bytes | str | None) -> ConsumeStats:
         obj = _load(body, "ConsumeStats")
-        table: dict[MessageQueue, OffsetWrapper] = {}
-        for key, value in _obj(obj.get("offsetTable") or {}, "ConsumeStats.offsetTable").items():
-            mq = _mq_key(key, "ConsumeStats.offsetTable")
-            v = _obj(value, f"ConsumeStats.offsetTable[{mq}]")
-            where = f"ConsumeStats.offsetTable[{mq}]"
-            pull = v.get("pullOffset")
-            table[mq] = OffsetWrapper(_int(v, "brokerOffset", where), _int(v, "consumerOffset", where),
-                                      _int(v, "lastTimestamp", where, 0),
-                                      _int(v, "pullOffset", where) if pull is not None else None)
-        return cls(table, _float(obj, "consumeTps", "ConsumeStats"))
+        return cls(_queue_table(obj, "ConsumeStats", OffsetWrapper.from_json), _float(obj, "consumeTps", "ConsumeStats"))
 
     def total_diff(self) -> int:
         """Java ConsumeStats.computeTotalDiff (sum of brokerOffset - consumerOffset)."""
@@ -98,6 +105,10 @@ class TopicOffset:
     max_offset: int
     last_update_timestamp: int
 
+    @classmethod
+    def from_json(cls, v: dict[str, Any], where: str) -> TopicOffset:
+        return cls(_int(v, "minOffset", where), _int(v, "maxOffset", where), _int(v, "lastUpdateTimestamp", where, 0))
+
 
 @dataclass(frozen=True)
 class TopicStatsTable:
@@ -107,15 +118,7 @@ class TopicStatsTable:
 
     @classmethod
     def from_body(cls, body: bytes | str | None) -> TopicStatsTable:
-        obj = _load(body, "TopicStatsTable")
-        table: dict[MessageQueue, TopicOffset] = {}
-        for key, value in _obj(obj.get("offsetTable") or {}, "TopicStatsTable.offsetTable").items():
-            mq = _mq_key(key, "TopicStatsTable.offsetTable")
-            where = f"TopicStatsTable.offsetTable[{mq}]"
-            v = _obj(value, where)
-            table[mq] = TopicOffset(_int(v, "minOffset", where), _int(v, "maxOffset", where),
-                                    _int(v, "lastUpdateTimestamp", where, 0))
-        return cls(table)
+        return cls(_queue_table(_load(body, "TopicStatsTable"), "TopicStatsTable", TopicOffset.from_json))
 
 
 @dataclass(frozen=True)
