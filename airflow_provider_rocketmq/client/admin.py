@@ -43,6 +43,24 @@ async def _bounded_gather(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
     return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
+def _check_queue(mq: object) -> MessageQueue:
+    if not isinstance(mq, MessageQueue):
+        raise ConfigError("mq", f"expected a MessageQueue(topic, broker_name, queue_id), got {mq!r}")
+    return mq
+
+
+def _check_group(group: object) -> str:
+    if not isinstance(group, str) or not group:
+        raise ConfigError("group", f"must be a non-empty consumer group name, got {group!r}")
+    return group
+
+
+def _check_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(name, f"must be a non-negative integer, got {value!r}")
+    return value
+
+
 class AsyncAdmin(ClientFacade):
     """asyncio admin client; owns an `MQClient` unless one is passed in (start/close/async with)."""
 
@@ -89,23 +107,22 @@ class AsyncAdmin(ClientFacade):
 
     # -- offsets ------------------------------------------------------------------
     async def max_offset(self, mq: MessageQueue) -> int:
-        return await self.client.max_offset(mq)
+        return await self.client.max_offset(_check_queue(mq))
 
     async def min_offset(self, mq: MessageQueue) -> int:
-        return await self.client.min_offset(mq)
+        return await self.client.min_offset(_check_queue(mq))
 
     async def search_offset(self, mq: MessageQueue, ts: int) -> int:
         """First offset stored at or after ``ts`` (epoch milliseconds)."""
-        return await self.client.search_offset(mq, ts)
+        return await self.client.search_offset(_check_queue(mq), _check_int("ts", ts))
 
     async def committed_offset(self, group: str, mq: MessageQueue) -> int:
         """The group's committed offset on ``mq``; -1 when none is stored."""
-        return await self.client.query_consumer_offset(mq, group)
+        return await self.client.query_consumer_offset(_check_queue(mq), _check_group(group))
 
     async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ConfigError("offset", f"must be a non-negative integer, got {offset!r}")
-        await self.client.update_consumer_offset(mq, group, offset)
+        await self.client.update_consumer_offset(_check_queue(mq), _check_group(group),
+                                                 _check_int("offset", offset))
 
     async def high_water_marks(self, topic: str) -> dict[MessageQueue, int]:
         """Max offset of every readable queue of ``topic`` (a window's end)."""
@@ -174,8 +191,7 @@ class AsyncAdmin(ClientFacade):
         ``%RETRY%`` route yet) falls back to max offsets + committed offsets,
         which needs ``topic``.
         """
-        if not group or not isinstance(group, str):
-            raise ConfigError("group", "must be a non-empty consumer group name")
+        _check_group(group)
         try:
             stats = await self.consume_stats(group, topic)
             snapshot = from_consume_stats(group, topic, [stats], self._display)

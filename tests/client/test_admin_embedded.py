@@ -132,8 +132,13 @@ async def test_offsets_stats_and_timestamps(embedded_cluster: EmbeddedCluster) -
         assert stats.offset_table[mq].max_offset == 2 and stats.offset_table[mq].min_offset == 0
         with pytest.raises(ConfigError):
             await admin.create_topic("bad topic")
-        with pytest.raises(ConfigError):
-            await admin.update_consumer_offset("g", mq, -1)
+        for call, fld in ((admin.update_consumer_offset("g", mq, -1), "offset"),
+                          (admin.max_offset(("TsT", "broker-a", 0)), "mq"),  # type: ignore[arg-type]
+                          (admin.search_offset(mq, "yesterday"), "ts"),  # type: ignore[arg-type]
+                          (admin.committed_offset("", mq), "group")):
+            with pytest.raises(ConfigError) as info:
+                await call
+            assert info.value.field == fld
         with pytest.raises(RouteNotFoundError):
             await admin.high_water_marks("NoSuchTopic")
 
