@@ -295,6 +295,10 @@ class AsyncProducer(ClientFacade):
                                  key: str | None, uniq: str) -> SendResult:
         if self._closed:
             raise ClientStateError("producer is closed")
+        if queue is not None and not isinstance(queue, MessageQueue):
+            raise ConfigError("queue", f"expected a MessageQueue(topic, broker_name, queue_id), got {queue!r}")
+        if key is not None and not isinstance(key, str):
+            raise ConfigError("key", f"must be a string, got {type(key).__name__}")
         if queue is not None and self.client.ns(queue.topic) != self.client.ns(topic):
             raise ConfigError("queue", f"queue {queue} belongs to another topic than {topic!r}")
         if queue is not None and key is not None:

@@ -259,6 +259,12 @@ async def test_bad_input_is_a_config_error_naming_the_field(cluster: Brokers) ->
         with pytest.raises(ConfigError) as info:
             await p.send(Message("T", b"x"), queue=MessageQueue("U", "broker-a", 0))
         assert info.value.field == "queue"
+        with pytest.raises(ConfigError) as info:
+            await p.send(Message("T", b"x"), queue=("T", "broker-a", 0))  # type: ignore[arg-type]
+        assert info.value.field == "queue"
+        with pytest.raises(ConfigError) as info:
+            await p.send(Message("T", b"x"), key=42)  # type: ignore[arg-type]
+        assert info.value.field == "key"
         with pytest.raises(ConfigError, match="one topic"):
             await p.send_batch([Message("T", b"a"), Message("U", b"b")])
     with pytest.raises(ConfigError) as info:
