@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import CompressionUnavailableError, MessageDecodeError
+from .errors import CompressionUnavailableError, ConfigError, MessageDecodeError
 
 MAGIC_V1 = -626843481  # 0xDAA320A7 as int32
 MAGIC_V2 = -626843477  # 0xDAA320AB (5.x, int16 topic length)
@@ -181,14 +181,19 @@ class Message:
                  keys: str | Iterable[str] | None = None, properties: Mapping[str, str] | None = None,
                  flag: int = 0, delay_level: int = 0) -> None:
         self.topic = topic
-        self.body = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        if isinstance(body, str):
+            self.body = body.encode("utf-8")
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            self.body = bytes(body)
+        else:  # bytes(5) would silently be five zero bytes
+            raise ConfigError("body", f"must be bytes or str, got {type(body).__name__}")
         self.flag = flag
         self.properties: dict[str, str] = {}
         if properties:
             for k, v in properties.items():
                 if NAME_VALUE_SEP in k or PROPERTY_SEP in k or NAME_VALUE_SEP in str(v) \
                         or PROPERTY_SEP in str(v):
-                    raise ValueError(f"property {k!r} contains a reserved separator character")
+                    raise ConfigError("properties", f"property {k!r} contains a reserved separator character")
                 self.properties[k] = str(v)
         if tags:
             self.properties[PROPERTY_TAGS] = tags

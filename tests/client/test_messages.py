@@ -10,7 +10,11 @@ import zlib
 
 import pytest
 
-from airflow_provider_rocketmq.client.errors import CompressionUnavailableError, MessageDecodeError
+from airflow_provider_rocketmq.client.errors import (
+    CompressionUnavailableError,
+    ConfigError,
+    MessageDecodeError,
+)
 from airflow_provider_rocketmq.client.message import (
     Message,
     UniqIdGenerator,
@@ -80,8 +84,12 @@ def test_batch_round_trip_and_message_validation() -> None:
     items = decode_batch(encode_batch(msgs))
     assert [(i.body, i.properties["KEYS"], i.properties["n"]) for i in items] == \
         [(f"b{i}".encode(), f"k {i}", "值") for i in range(3)]
-    with pytest.raises(ValueError, match="separator"):
+    with pytest.raises(ConfigError, match="separator") as info:
         Message("T", b"x", properties={"bad\x01key": "v"})
+    assert info.value.field == "properties"
+    with pytest.raises(ConfigError) as info:
+        Message("T", 5)  # type: ignore[arg-type]
+    assert info.value.field == "body"
 
 
 def test_message_queue_sorts_like_java_and_prints_like_java() -> None:
