@@ -211,3 +211,33 @@ def test_when_every_send_fails_the_message_is_resubmitted_locally(cluster: TestC
         c.shutdown()
         cluster.embedded.clear_faults()
     assert seen[:2] == [(topic, 0), (topic, 1)]
+
+
+def test_topic_threshold_is_shared_across_owned_queues(cluster: TestCluster) -> None:
+    topic, group = "TopicLimitTopic", "g_topic_limit"
+    cluster.create_topic(topic, 4)
+    cluster.fill(topic, 4000, per_batch=100)
+    release = threading.Event()
+
+    def slow(msgs, ctx):  # type: ignore[no-untyped-def]
+        release.wait(0.005)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, pull_threshold_for_topic=100,
+                     **{**FAST, "consume_thread_min": 1, "consume_thread_max": 1})
+    c.subscribe(topic)
+    c.register_listener(slow)
+    c.start()
+    try:
+        wait_until(lambda: c.stats()["assigned_queues"] == 5, 10, "4 queues + the retry queue")
+        # Java: pullThresholdForQueue = max(1, 100 / process queues): 25 while the 4 topic queues were
+        # the table, 20 once the retry queue joined; a pull may add one batch on top
+        limit = 100 // 4 + c.config.pull_batch_size
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            assert c.stats()["max_cached_in_queue"] <= limit
+            time.sleep(0.02)
+        assert c.stats()["flow_control_delays"] > 0
+    finally:
+        release.set()
+        c.shutdown(timeout=1)

@@ -278,12 +278,7 @@ class ConsumerCore:
     async def on_queues_changed(self, topic: str, mq_all: frozenset[MessageQueue],
                                 mine: frozenset[MessageQueue]) -> None:
         """Java messageQueueChanged: topic thresholds, new subVersion, immediate heartbeat."""
-        cfg = self.config
-        n = max(1, len(self.rebalancer.table))
-        if cfg.pull_threshold_for_topic != -1:
-            self.pull.threshold_count = max(1, cfg.pull_threshold_for_topic // n)
-        if cfg.pull_threshold_size_for_topic != -1:
-            self.pull.threshold_bytes = max(1, cfg.pull_threshold_size_for_topic // n) * 1024 * 1024
+        self.adjust_thresholds(len(self.rebalancer.table))
         sub = self.subscriptions.get(topic)
         if sub is None:
             return
@@ -293,6 +288,15 @@ class ConsumerCore:
         # pulls carry the version only after the broker has it (avoids SUBSCRIPTION_NOT_LATEST)
         if not await self.send_heartbeat():
             sub.sub_version = old
+
+    def adjust_thresholds(self, n_queues: int) -> None:
+        """Java: per-queue limits = topic limits divided by the owned process queues (when set)."""
+        cfg = self.config
+        n = max(1, n_queues)
+        if cfg.pull_threshold_for_topic != -1:
+            self.pull.threshold_count = max(1, cfg.pull_threshold_for_topic // n)
+        if cfg.pull_threshold_size_for_topic != -1:
+            self.pull.threshold_bytes = max(1, cfg.pull_threshold_size_for_topic // n) * 1024 * 1024
 
     # -- user-facing helpers --------------------------------------------------------------------
     def suspend(self) -> None:

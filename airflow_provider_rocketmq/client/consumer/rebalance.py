@@ -106,7 +106,10 @@ class Rebalancer:
                 log.warning("pull of %s idle for over %.0fs; dropping it", mq, core.config.pull_max_idle_time)
                 changed = True
                 await self._release(mq, self.table.pop(mq))
-        for mq in sorted(allocated - set(self.table)):
+        new = sorted(allocated - set(self.table))
+        if new:  # topic thresholds must be divided before the new queues' first pulls
+            core.adjust_thresholds(len(self.table) + len(new))
+        for mq in new:
             if core.orderly and core.config.clustering and not await self.lock(mq):
                 log.info("queue %s is locked by another member; retrying at the next rebalance", mq)
                 continue
