@@ -19,7 +19,7 @@ from .config import DEFAULT_TOPIC, ClientConfig, check_topic, retry_topic
 from .errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
 from .lag import LagSnapshot, from_consume_stats, from_offsets
 from .loop_thread import SyncFacade
-from .mqclient import ClientFacade, retry_idempotent, with_deadline
+from .mqclient import ClientFacade, retry_idempotent
 from .queue import MessageQueue
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
@@ -229,7 +229,7 @@ class Admin(SyncFacade[AsyncAdmin]):
         super().__init__("rocketmq-admin", lambda: AsyncAdmin(cfg))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run(with_deadline(coro, self._timeout, "admin call"))
+        return self._call(coro, self._timeout, "admin call")
 
     def create_topic(self, topic: str, queues: int = 8, cluster: str | None = None, *,
                      perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:

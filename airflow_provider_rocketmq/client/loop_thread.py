@@ -13,6 +13,9 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
+from .errors import ClientStateError
+from .mqclient import with_deadline
+
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,10 @@ class LoopThread:
         self.loop.close()
 
     @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
     def in_loop_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
@@ -45,7 +52,7 @@ class LoopThread:
             raise RuntimeError("LoopThread.run() called from its own loop thread (would deadlock)")
         if not self._thread.is_alive():
             coro.close()
-            raise RuntimeError("LoopThread is stopped")
+            raise ClientStateError("the client is closed (its loop thread is stopped)")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
@@ -92,6 +99,13 @@ class SyncFacade(Generic[A]):
         except BaseException:
             self._loop.stop()
             raise
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None, what: str) -> T:
+        """Run ``coro`` on the loop within ``timeout`` (RequestTimeoutError naming ``what``)."""
+        if not self._loop.is_alive:
+            coro.close()  # never started: close it here rather than leave an un-awaited coroutine
+            raise ClientStateError(f"{type(self).__name__} is closed")
+        return self._loop.run(with_deadline(coro, timeout, what))
 
     def close(self) -> None:
         """Close the async client, then stop the loop thread. Idempotent."""

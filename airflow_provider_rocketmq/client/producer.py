@@ -56,7 +56,7 @@ from .message import (
     new_uniq_id,
     properties_to_string,
 )
-from .mqclient import ClientFacade, MQClient, with_deadline
+from .mqclient import ClientFacade, MQClient
 from .queue import MessageQueue
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
@@ -394,13 +394,12 @@ class Producer(SyncFacade[AsyncProducer]):
     def send(self, msg: Message, queue: MessageQueue | None = None, key: str | None = None,
              timeout: float | None = None) -> SendResult:
         self.start()
-        return self._loop.run(with_deadline(self._impl.send(msg, queue, key), timeout, "send"))
+        return self._call(self._impl.send(msg, queue, key), timeout, "send")
 
     def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
                    key: str | None = None, timeout: float | None = None) -> SendResult:
         self.start()
-        return self._loop.run(with_deadline(self._impl.send_batch(list(msgs), queue, key), timeout,
-                                            "send_batch"))
+        return self._call(self._impl.send_batch(list(msgs), queue, key), timeout, "send_batch")
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._loop.run(self._impl.publish_queues(topic))

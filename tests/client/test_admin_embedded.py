@@ -11,7 +11,12 @@ import pytest
 
 from airflow_provider_rocketmq.client.admin import Admin, AsyncAdmin
 from airflow_provider_rocketmq.client.config import ClientConfig
-from airflow_provider_rocketmq.client.errors import ConfigError, ConsumerNotOnlineError, RouteNotFoundError
+from airflow_provider_rocketmq.client.errors import (
+    ClientStateError,
+    ConfigError,
+    ConsumerNotOnlineError,
+    RouteNotFoundError,
+)
 from airflow_provider_rocketmq.client.message import Message, decode_messages
 from airflow_provider_rocketmq.client.mqclient import MQClient
 from airflow_provider_rocketmq.client.producer import AsyncProducer, Producer
@@ -167,6 +172,11 @@ def test_sync_facades(embedded_cluster: EmbeddedCluster) -> None:
         assert producer.send(Message("SyncT", b"again"), key="customer-1").queue == r.queue
         assert admin.high_water_marks("SyncT")[r.queue] == 2
         assert admin.lag("nobody", "SyncT").total_lag == 2
+    for closed_call in (lambda: admin.max_offset(r.queue), lambda: producer.send(Message("SyncT", b"late"))):
+        with pytest.raises(ClientStateError, match="closed"):
+            closed_call()
+    admin.close()  # idempotent
+    producer.close()
 
 
 def test_admin_reconnects_after_broker_drops_connections_and_restarts(
