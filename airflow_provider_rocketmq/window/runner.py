@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from airflow_provider_rocketmq.client.config import RETRY_PREFIX
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumeStatus
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.client.message import MessageExt
@@ -49,7 +50,6 @@ from airflow_provider_rocketmq.window.manifest import (
 
 log = logging.getLogger(__name__)
 
-RETRY_PREFIX = "%RETRY%"
 _RECHECK_STALLED = 2.0  # seconds between re-reads of the start offset of a queue that does not progress
 
 
