@@ -327,3 +327,4 @@ def test_sync_producer_facade() -> None:
         asyncio.run_coroutine_threadsafe(cluster.stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         t.join(5)
+        loop.close()

@@ -45,11 +45,12 @@ def test_broker_produce_lag_from_a_shell(tmp_path: Path) -> None:
     finally:
         broker.send_signal(signal.SIGINT)
         try:
-            code = broker.wait(15)
+            _, err = broker.communicate(timeout=15)  # waits, and closes the pipes
         except subprocess.TimeoutExpired:
             broker.kill()
+            broker.communicate()
             raise
-    assert code == 0, broker.stderr.read() if broker.stderr else ""
+    assert broker.returncode == 0, err
 
 
 def test_broker_command_rejects_bad_options() -> None:

@@ -91,7 +91,8 @@ def _start_broker_process(data_dir: Path) -> tuple[subprocess.Popen[str], str, s
     line = proc.stdout.readline()  # printed once every server listens
     if not line:
         proc.kill()
-        raise AssertionError(f"broker process printed nothing: {proc.stderr.read() if proc.stderr else ''}")
+        _, err = proc.communicate(timeout=10)
+        raise AssertionError(f"broker process printed nothing: {err}")
     info = json.loads(line)
     return proc, info["namesrv"], info["brokers"][0]["addr"]
 
@@ -112,7 +113,7 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
         await c.close()
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.communicate(timeout=10)  # waits, and closes the pipes
     proc, _, addr = _start_broker_process(tmp_path)
     try:
         c = await RawClient().connect(addr)
@@ -130,7 +131,8 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
         await c.close()
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(10) == 0  # SIGTERM stops it cleanly
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err  # SIGTERM stops it cleanly
 
 
 
