@@ -225,11 +225,11 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
         return None  # a topic without queues: nothing to read
     assignment = _Assignment(collector)
     consumer = consumer_factory(listener)
-    consumer.on_assignment(assignment)
-    if spec.settle_time > 0:
-        consumer.suspend()  # heartbeats register the member; no rebalance until resume()
-    consumer.start()
-    try:
+    try:  # from here on, every way out shuts the consumer down (or returns it to the caller, who does)
+        consumer.on_assignment(assignment)
+        if spec.settle_time > 0:
+            consumer.suspend()  # heartbeats register the member; no rebalance until resume()
+        consumer.start()
         if spec.settle_time > 0:
             _settle(spec, admin)
             consumer.resume()

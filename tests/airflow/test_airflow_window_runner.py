@@ -1,0 +1,108 @@
+"""run_window's exits with a scripted consumer and admin (no broker): the consumer is shut down on every
+path, nothing is committed unless the window was staged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_rocketmq.client.message import MessageExt
+from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.window.runner import WindowSpec, run_window
+
+MQ = MessageQueue("t", "broker-a", 0)
+
+
+class FakeAdmin:
+    def __init__(self, high_water: int) -> None:
+        self.high_water = high_water
+        self.committed: dict[MessageQueue, int] = {}
+
+    def high_water_marks(self, topic: str) -> dict[MessageQueue, int]:
+        return {MQ: self.high_water}
+
+    def committed_offset(self, group: str, mq: MessageQueue) -> int:
+        return self.committed.get(mq, -1)
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self.committed[mq] = offset
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return 0
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return 0
+
+    def consumer_ids(self, group: str) -> list[str]:
+        return ["me"]
+
+
+class FakeConsumer:
+    """Owns MQ once started and delivers offsets [0, deliver) from start()."""
+
+    def __init__(self, listener: Any, deliver: int = 0, fail_start: BaseException | None = None) -> None:
+        self.listener, self.deliver, self.fail_start = listener, deliver, fail_start
+        self.state = "CREATED"
+
+    def on_assignment(self, callback: Any) -> None:
+        self.callback = callback
+
+    def suspend(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def start(self) -> None:
+        self.state = "RUNNING"
+        if self.fail_start is not None:
+            raise self.fail_start
+        self.callback("t", [MQ], [MQ])
+        msgs = []
+        for off in range(self.deliver):
+            m = MessageExt()
+            m.topic, m.broker_name, m.queue_id, m.queue_offset, m.body = "t", "broker-a", 0, off, b"b%d" % off
+            m.born_timestamp, m.store_timestamp, m.reconsume_times = 1, 2, 0
+            m.properties = {"UNIQ_KEY": f"U{off}"}
+            msgs.append(m)
+        self.listener(msgs, type("Ctx", (), {"message_queue": MQ})())
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        self.state = "SHUTDOWN"
+
+
+def spec(staging: Path, **kwargs: Any) -> WindowSpec:
+    return WindowSpec(topic="t", consumer_group="g", staging_dir=str(staging), assignment_timeout=5,
+                      idle_timeout=5, **kwargs)
+
+
+def test_a_failing_start_still_shuts_the_consumer_down(tmp_path: Path) -> None:
+    made: list[FakeConsumer] = []
+
+    def factory(listener: Any) -> FakeConsumer:
+        made.append(FakeConsumer(listener, fail_start=ConnectionError("no broker")))
+        return made[0]
+
+    admin = FakeAdmin(high_water=3)
+    with pytest.raises(ConnectionError):
+        run_window(spec(tmp_path / "w"), admin, factory)
+    assert made[0].state == "SHUTDOWN"
+    assert admin.committed == {} and not (tmp_path / "w").exists()
+
+
+def test_a_failing_stage_shuts_the_consumer_down_and_commits_nothing(tmp_path: Path) -> None:
+    made: list[FakeConsumer] = []
+
+    def factory(listener: Any) -> FakeConsumer:
+        made.append(FakeConsumer(listener, deliver=3))
+        return made[0]
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    admin = FakeAdmin(high_water=3)
+    with pytest.raises(OSError):
+        run_window(spec(blocker / "w"), admin, factory)
+    assert made[0].state == "SHUTDOWN"
+    assert admin.committed == {}
