@@ -41,6 +41,7 @@ from airflow_provider_rocketmq.window.manifest import (
     FileEntry,
     QueueRange,
     WindowManifest,
+    fsync_dir,
     new_window_id,
     read_manifest,
     staged_row,
@@ -355,9 +356,23 @@ def _chunks(rows: list[MessageExt], size: int) -> Iterator[list[MessageExt]]:
         yield rows[i:i + size]
 
 
+def _make_dirs_durably(path: Path) -> None:
+    """``mkdir -p`` that also fsyncs the parent of every directory it creates: the manifest's own
+    fsyncs cover the files inside the window directory, not the directory's entry in its parent
+    (with ``after_staging`` the offsets are committed right after, so the entry must survive a crash)."""
+    created = []
+    p = path
+    while not p.exists():
+        created.append(p)
+        p = p.parent
+    path.mkdir(parents=True, exist_ok=True)
+    for d in reversed(created):
+        fsync_dir(d.parent)
+
+
 def _stage(spec: WindowSpec, window_id: str, slices: list[QueueSlice], namesrv: str) -> WindowManifest:
     staging = Path(spec.staging_dir)
-    staging.mkdir(parents=True, exist_ok=True)
+    _make_dirs_durably(staging)
     for stale in staging.glob("part-*.parquet"):  # left by an attempt that died before its manifest
         stale.unlink()
     messages = [m for s in slices for m in s.messages]

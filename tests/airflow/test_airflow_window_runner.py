@@ -1,5 +1,5 @@
 """run_window's exits with a scripted consumer and admin (no broker): the consumer is shut down on every
-path, nothing is committed unless the window was staged."""
+path, nothing is committed unless the window was staged, and the staging directory is made durably."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 
 from airflow_provider_rocketmq.client.message import MessageExt
 from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.window import runner
+from airflow_provider_rocketmq.window.manifest import read_manifest
 from airflow_provider_rocketmq.window.runner import WindowSpec, run_window
 
 MQ = MessageQueue("t", "broker-a", 0)
@@ -106,3 +108,23 @@ def test_a_failing_stage_shuts_the_consumer_down_and_commits_nothing(tmp_path: P
         run_window(spec(blocker / "w"), admin, factory)
     assert made[0].state == "SHUTDOWN"
     assert admin.committed == {}
+
+
+def test_staged_window_commits_its_end_and_fsyncs_every_new_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[Path] = []
+    real = runner.fsync_dir
+    monkeypatch.setattr(runner, "fsync_dir", lambda d: (synced.append(Path(d)), real(d)))
+    made: list[FakeConsumer] = []
+
+    def factory(listener: Any) -> FakeConsumer:
+        made.append(FakeConsumer(listener, deliver=3))
+        return made[0]
+
+    admin = FakeAdmin(high_water=3)
+    staging = tmp_path / "a" / "b" / "w"
+    result = run_window(spec(staging), admin, factory)
+    assert (result.messages, made[0].state, admin.committed) == (3, "SHUTDOWN", {MQ: 3})
+    assert read_manifest(result.manifest).queues[0].end_offset == 3
+    # each created directory's entry is made durable in its parent
+    assert {tmp_path, tmp_path / "a", tmp_path / "a" / "b"} <= set(synced)
