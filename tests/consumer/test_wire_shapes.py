@@ -29,15 +29,22 @@ def java_frames(code: int) -> list[dict[str, Any]]:
 
 
 class CapturingClient:
-    """Stands in for MQClient where only the frame matters (no broker could tell us its shape)."""
+    """Stands in for MQClient and its pooled connection where only the frame matters (no broker
+    could tell us its shape)."""
+
+    is_closed = False
 
     def __init__(self) -> None:
         self.sent: list[RemotingCommand] = []
+        self.pool = self
 
     def broker_addr(self, name: str, broker_id: int = 0, exact: bool = False) -> str:
         return "127.0.0.1:1"
 
-    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+    async def get(self, addr: str) -> CapturingClient:
+        return self
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         self.sent.append(cmd)
         return cmd.make_response(19, {"nextBeginOffset": "0"})
 
