@@ -75,6 +75,7 @@ class WindowCollector:
         self._pending: dict[QueueKey, list[MessageExt]] = {}
         self._cond = threading.Condition()
         self._version = 0
+        # matching messages inside the contiguous prefixes: what take() could stage right now
         self._matched = 0
         self._matched_bytes = 0
 
@@ -100,7 +101,9 @@ class WindowCollector:
                 state = self._queues[key] = _QueueState(start=start, high_water=hw, next_offset=start)
             elif start > state.start:
                 for off in [o for o in state.received if o < start]:
-                    self._forget(state.received.pop(off))
+                    msg = state.received.pop(off)
+                    if off < state.next_offset:
+                        self._count(msg, -1)
                 state.start = start
                 state.next_offset = max(state.next_offset, start)
             else:
@@ -143,18 +146,15 @@ class WindowCollector:
             # below the start (committed earlier), at/after the high-water mark or a redelivery
             if off < state.start or off >= state.high_water or off in state.received:
                 continue
-            if self._tags is None or msg.tags in self._tags:
-                state.received[off] = msg
-                self._matched += 1
-                self._matched_bytes += len(msg.body)
-            else:
-                state.received[off] = None
+            state.received[off] = msg if self._tags is None or msg.tags in self._tags else None
             self._advance(state)
             changed = True
         return changed
 
     # -- queries -------------------------------------------------------------------------------
     def bound_reached(self) -> bool:
+        """Whether the contiguous prefixes already hold ``max_messages``/``max_bytes`` worth of messages
+        (messages received beyond a gap do not count: they could not be staged yet)."""
         with self._cond:
             return (self._max_messages is not None and self._matched >= self._max_messages) or (
                 self._max_bytes is not None and self._matched_bytes >= self._max_bytes
@@ -234,12 +234,13 @@ class WindowCollector:
 
     def _advance(self, state: _QueueState) -> None:
         while state.next_offset < state.high_water and state.next_offset in state.received:
+            self._count(state.received[state.next_offset], 1)
             state.next_offset += 1
 
-    def _forget(self, msg: MessageExt | None) -> None:
+    def _count(self, msg: MessageExt | None, sign: int) -> None:
         if msg is not None:
-            self._matched -= 1
-            self._matched_bytes -= len(msg.body)
+            self._matched += sign
+            self._matched_bytes += sign * len(msg.body)
 
     def _notify(self) -> None:
         self._version += 1

@@ -74,6 +74,21 @@ def test_max_messages_is_shared_round_robin_and_end_offsets_follow() -> None:
     assert (s0.end, len(s0.messages), s1.end, len(s1.messages)) == (3, 3, 6, 2)
 
 
+def test_bounds_count_only_what_could_be_staged() -> None:
+    c = WindowCollector({A0: 10}, max_messages=3, max_bytes=30)
+    c.set_start(A0, 0)
+    c.add([msg(A0, o, body=b"0123456789") for o in range(2, 10)])  # 0 and 1 still on their way
+    assert not c.bound_reached()  # a window stopped now would stage nothing
+    c.add([msg(A0, 0)])
+    assert not c.bound_reached()
+    c.add([msg(A0, 1)])
+    assert c.bound_reached()
+    c.set_start(A0, 5)  # someone else committed up to 5: what is below no longer counts
+    assert c.bound_reached()  # 5..9 are contiguous from the new start: 5 messages, 50 bytes
+    (s,) = c.take()
+    assert (s.start, s.end, offsets(s)) == (5, 8, [5, 6, 7])
+
+
 def test_max_bytes_bound_never_leaves_the_window_empty() -> None:
     c = WindowCollector({A0: 3}, max_bytes=5)
     c.set_start(A0, 0)
