@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from ..client.config import check_topic
 from ..client.errors import ConfigError
 from ..client.loop_thread import LoopThread
 from ..client.message import MessageExt
@@ -145,6 +146,14 @@ class EmbeddedCluster:
     async def create_topic(self, topic: str, queues: int | None = None, *, brokers: list[str] | None = None,
                            perm: int = PERM_RW, order: bool = False) -> None:
         """Create ``topic`` on every broker (or the named ones) with ``queues`` read/write queues."""
+        check_topic(topic)
+        if queues is not None and (isinstance(queues, bool) or not isinstance(queues, int)
+                                   or not 1 <= queues <= 1024):
+            raise ConfigError("queues", f"must be an integer in [1, 1024], got {queues!r}")
+        unknown = sorted(set(brokers or ()) - {b.name for b in self.brokers})
+        if unknown:
+            raise ConfigError("brokers", f"no broker named {', '.join(unknown)} "
+                                         f"(have {', '.join(b.name for b in self.brokers)})")
         for b in self.brokers:
             if brokers is None or b.name in brokers:
                 b.create_topic(topic, queues, queues, perm, order=order)

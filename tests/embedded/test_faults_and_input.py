@@ -126,3 +126,12 @@ def test_bad_cluster_settings_name_the_field(kwargs: dict[str, object], field: s
     with pytest.raises(ConfigError) as info:
         EmbeddedCluster(**kwargs)  # type: ignore[arg-type]
     assert info.value.field == field
+
+
+def test_create_topic_rejects_what_would_be_silently_wrong(embedded_cluster: EmbeddedCluster) -> None:
+    for kwargs, field in (({"topic": "bad topic!"}, "topic"), ({"topic": "T", "queues": 0}, "queues"),
+                          ({"topic": "T", "brokers": ["broker-z"]}, "brokers")):
+        with pytest.raises(ConfigError) as info:
+            embedded_cluster.create_topic(**kwargs)  # type: ignore[arg-type]
+        assert info.value.field == field
+    assert embedded_cluster.max_offsets("T") == {}  # nothing was created
