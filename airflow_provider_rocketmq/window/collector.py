@@ -117,15 +117,6 @@ class WindowCollector:
         with self._cond:
             return set(self._pending)
 
-    def first_gap(self, key: QueueKey) -> tuple[int, int] | None:
-        """``(next_offset, lowest offset received beyond it)`` when a queue is stuck behind a gap."""
-        with self._cond:
-            state = self._queues.get(key)
-            if state is None or state.complete:
-                return None
-            beyond = [o for o in state.received if o > state.next_offset]
-            return (state.next_offset, min(beyond)) if beyond else None
-
     # -- fed by the consumer (listener threads / loop) -------------------------------------------
     def add(self, messages: Iterable[MessageExt]) -> None:
         with self._cond:

@@ -93,7 +93,6 @@ class WindowSpec:
     max_bytes: int | None = None
     max_duration: float | None = None
     commit: bool = True
-    reuse_existing: bool = True
     rows_per_file: int = 100_000
     assignment_timeout: float = 60.0
     idle_timeout: float = 120.0
@@ -151,7 +150,7 @@ def run_window(
     spec.validate()
     staging = Path(spec.staging_dir)
     manifest_path = staging / MANIFEST_NAME
-    if spec.reuse_existing and manifest_path.exists():
+    if manifest_path.exists():
         manifest = read_manifest(manifest_path, verify_files=True)
         if spec.window_id is not None and manifest.window_id != spec.window_id:
             # a fixed staging path shared by runs would otherwise replay one window forever
