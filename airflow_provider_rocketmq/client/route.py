@@ -90,12 +90,12 @@ class QueueData:
     @classmethod
     def from_json(cls, obj: Any) -> QueueData:
         d = _as_dict(obj, "queueData")
-        flag = d.get("topicSysFlag", d.get("topicSynFlag", 0))
+        flag_field = "topicSynFlag" if "topicSysFlag" not in d else "topicSysFlag"  # the name up to 4.8.0
         return cls(_str_field(d, "brokerName", "queueData"),
                    _int_field(d, "readQueueNums", "queueData"),
                    _int_field(d, "writeQueueNums", "queueData"),
                    _int_field(d, "perm", "queueData", PERM_READ | PERM_WRITE),
-                   _int_field({"f": flag}, "f", "queueData.topicSysFlag"))
+                   _int_field(d, flag_field, "queueData", 0))
 
     def to_json(self) -> dict[str, Any]:
         return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
