@@ -157,10 +157,27 @@ def test_tag_expression_stages_matching_messages_and_covers_the_rest(rmq: Any) -
 
 
 @pytest.mark.slow
-def test_mapped_instances_share_the_queues_and_together_stage_everything(rmq: Any) -> None:
+def test_mapped_instances_share_the_queues_and_together_stage_everything(
+        rmq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     bodies = produce(rmq.namesrv, "wt_mapped", 64)
     results: dict[int, dict[str, Any]] = {}
     errors: list[BaseException] = []
+    # "started together" made exact: each member's start() (its first heartbeat registers it) returns
+    # only once both are registered, so a starved thread cannot start more than settle_time late
+    both_registered = threading.Barrier(2, timeout=60)
+    get_consumer = RocketMQHook.get_consumer
+
+    def get_synchronised_consumer(self: RocketMQHook, *args: Any, **kwargs: Any) -> Any:
+        consumer = get_consumer(self, *args, **kwargs)
+        start = consumer.start
+
+        def start_then_wait_for_sibling() -> None:
+            start()
+            both_registered.wait()
+        consumer.start = start_then_wait_for_sibling
+        return consumer
+
+    monkeypatch.setattr(RocketMQHook, "get_consumer", get_synchronised_consumer)
 
     def run(i: int) -> None:
         try:
@@ -178,7 +195,7 @@ def test_mapped_instances_share_the_queues_and_together_stage_everything(rmq: An
     assert results[0]["manifest"] != results[1]["manifest"]
     # they split the queues (mapped instances settle the group membership before taking queues);
     # a queue moved by a late rebalance may be staged twice (at-least-once), never missed
-    assert results[0]["messages"] > 0 and results[1]["messages"] > 0
+    assert results[0]["messages"] > 0 and results[1]["messages"] > 0, results
     assert results[0]["messages"] + results[1]["messages"] >= 64
     rows = staged_rows(results[0]["manifest"]) + staged_rows(results[1]["manifest"])
     unique = {(r["broker"], r["queue_id"], r["queue_offset"]): r["body"] for r in rows}
