@@ -15,7 +15,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 
 from ..errors import ConnectionClosedError, ProtocolError, RequestTimeoutError, RocketMQError
-from .codes import ResponseCode
+from .codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from .command import FrameDecoder, RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class RemotingProtocol(asyncio.Protocol):
                                      language=self.response_language)
         if resp is not None and not cmd.is_oneway and not self.is_closed:
             resp.opaque = cmd.opaque
-            resp.flag |= 0x1
+            resp.flag |= FLAG_RESPONSE
             self.send(resp)
 
     # -- sending -------------------------------------------------------------------
@@ -154,7 +154,7 @@ class RemotingProtocol(asyncio.Protocol):
 
     def oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()
-        cmd.flag |= 0x2
+        cmd.flag |= FLAG_ONEWAY
         self.send(cmd)
 
     # -- closing ---------------------------------------------------------------------
