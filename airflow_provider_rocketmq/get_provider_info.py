@@ -37,6 +37,14 @@ _CONN_FIELDS: dict[str, Any] = {
 }
 
 
+# the connection form (RocketMQHook.get_ui_field_behaviour returns the same, with snake_case keys)
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["schema"],
+    "relabeling": {"host": "Name servers", "login": "Access key", "password": "Secret key"},
+    "placeholders": {"host": "127.0.0.1:9876;127.0.0.2:9876", "port": "9876"},
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-rocketmq",
@@ -84,11 +92,7 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_provider_rocketmq.hooks.rocketmq.RocketMQHook",
                 "hook-name": "Apache RocketMQ",
                 "connection-type": "rocketmq",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema"],
-                    "relabeling": {"host": "Name servers", "login": "Access key", "password": "Secret key"},
-                    "placeholders": {"host": "127.0.0.1:9876;127.0.0.2:9876", "port": "9876"},
-                },
+                "ui-field-behaviour": UI_FIELD_BEHAVIOUR,
                 "conn-fields": _CONN_FIELDS,
             }
         ],

@@ -63,12 +63,10 @@ class RocketMQHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Relabel the generic connection form for RocketMQ (same as get_provider_info)."""
-        return {
-            "hidden_fields": ["schema"],
-            "relabeling": {"host": "Name servers", "login": "Access key", "password": "Secret key"},
-            "placeholders": {"host": "127.0.0.1:9876;127.0.0.2:9876", "port": "9876"},
-        }
+        """Relabel the generic connection form for RocketMQ (get_provider_info's ``ui-field-behaviour``)."""
+        from airflow_provider_rocketmq.get_provider_info import UI_FIELD_BEHAVIOUR
+
+        return {key.replace("-", "_"): value for key, value in UI_FIELD_BEHAVIOUR.items()}
 
     # -- configuration ---------------------------------------------------------------------------
     @staticmethod

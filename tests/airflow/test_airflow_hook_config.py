@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.hooks.connection_config import KNOWN_EXTRAS
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 SECRET = "s3cr3t-Secret-Key"
@@ -96,5 +97,11 @@ def test_provider_info_declares_the_connection_type() -> None:
     (conn,) = info["connection-types"]
     assert conn["connection-type"] == "rocketmq"
     assert conn["hook-class-name"] == f"{RocketMQHook.__module__}.{RocketMQHook.__qualname__}"
-    assert {"namesrv", "namespace", "tls", "request_timeout", "client_options"} <= set(conn["conn-fields"])
+    # every extra the parser accepts has a form field, and no form field is rejected by the parser
+    assert set(conn["conn-fields"]) == set(KNOWN_EXTRAS)
     assert conn["conn-fields"]["security_token"]["schema"]["format"] == "password"
+    assert RocketMQHook.get_ui_field_behaviour() == {
+        "hidden_fields": ["schema"],
+        "relabeling": {"host": "Name servers", "login": "Access key", "password": "Secret key"},
+        "placeholders": conn["ui-field-behaviour"]["placeholders"],
+    }
