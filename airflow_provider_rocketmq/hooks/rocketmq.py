@@ -107,6 +107,9 @@ class RocketMQHook(BaseHook):
         """The connection as a validated `ConsumerConfig`; ``overrides`` win over connection options."""
         from airflow_provider_rocketmq.client import ConsumerConfig
 
+        unknown = sorted(set(overrides) - config_field_names(ConsumerConfig))
+        if unknown:  # not a connection problem: name the override itself
+            raise ConfigError(unknown[0], "unknown consumer option")
         kwargs = {**self._get_config_kwargs(), **overrides}
         return _build(ConsumerConfig, kwargs, overrides=set(overrides))
 

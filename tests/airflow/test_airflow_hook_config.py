@@ -70,10 +70,12 @@ def test_invalid_connection_fails_at_use_naming_the_field(airflow_conn: Any, fie
     assert bad_field in str(err.value)
 
 
-def test_consumer_override_errors_name_the_override(airflow_conn: Any) -> None:
+@pytest.mark.parametrize(("override", "field"), [({"consume_thread_min": 0}, "consume_thread_min"),
+                                                  ({"pull_batch_sise": 4}, "pull_batch_sise")])
+def test_consumer_override_errors_name_the_override(airflow_conn: Any, override: dict, field: str) -> None:
     with airflow_conn("rmq_ovr", host="h") as cid, pytest.raises(ConfigError) as err:
-        RocketMQHook(cid).get_consumer_config(consume_thread_min=0)
-    assert err.value.field == "consume_thread_min"
+        RocketMQHook(cid).get_consumer("g", "t", **override)
+    assert err.value.field == field
 
 
 def test_get_consumer_requires_group_and_topic(airflow_conn: Any) -> None:
