@@ -9,7 +9,6 @@ and gives the rest of the client typed helpers for the RPCs they share
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
@@ -297,8 +296,7 @@ class MQClient:
     async def heartbeat(self, addr: str, heartbeat_data: dict[str, Any],
                         timeout: float | None = None) -> RemotingCommand:
         """HEART_BEAT with a HeartbeatData body (keys sorted, as fastjson writes them)."""
-        body = json.dumps(heartbeat_data, sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False).encode("utf-8")
+        body = fastjson.dumps(heartbeat_data).encode("utf-8")
         return await self.invoke_ok(addr, RemotingCommand.request(RequestCode.HEART_BEAT, None, body),
                                     timeout)
 

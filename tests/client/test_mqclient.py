@@ -256,6 +256,26 @@ async def test_helpers_send_the_headers_java_recorded() -> None:
 
 
 @pytest.mark.skipif(not vectors.available(), reason="vectors not available")
+async def test_heartbeat_body_is_the_recorded_java_body() -> None:
+    from airflow_provider_rocketmq.client.remoting.command import decode_frame
+
+    recorded = [decode_frame(bytes.fromhex(r["frame_hex"])).body for r in vectors.load("push_concurrent")
+                if r["code"] == RequestCode.HEART_BEAT and r["rpc"] == "request"]
+    ns, broker = await _cluster()
+    broker.reply(RequestCode.HEART_BEAT)
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    try:
+        for body in recorded:
+            assert body is not None
+            await client.heartbeat(broker.addr, json.loads(body))
+        assert [c.body for c in broker.received] == recorded and recorded
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
+
+
+@pytest.mark.skipif(not vectors.available(), reason="vectors not available")
 async def test_lag_reproduces_mqadmin_consumer_progress_on_the_recorded_answer() -> None:
     import re
 
