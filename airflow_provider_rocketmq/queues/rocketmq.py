@@ -53,9 +53,16 @@ class RocketMQMessageQueueProvider(BaseMessageQueueProvider):
                 except ValueError:
                     raise ConfigError(f"queue.{key}", f"expected an integer, got {value!r}") from None
             elif key == "per_queue":
+                if value.lower() not in ("1", "true", "yes", "0", "false", "no"):
+                    raise ConfigError(f"queue.{key}", f"expected true or false, got {value!r}")
                 out[key] = value.lower() in ("1", "true", "yes")
             elif key == "poll_interval":
-                out[key] = float(value)
+                try:
+                    out[key] = float(value)
+                except ValueError:
+                    raise ConfigError(f"queue.{key}", f"expected seconds, got {value!r}") from None
+                if not out[key] > 0:
+                    raise ConfigError(f"queue.{key}", f"must be > 0 seconds, got {value!r}")
             elif key == "consumer_group":
                 out[key] = value
             else:

@@ -31,3 +31,8 @@ def test_queue_uri_form() -> None:
     with pytest.raises(ConfigError) as err:
         provider.trigger_kwargs("rocketmq://c/orders")
     assert err.value.field == "queue.consumer_group"
+    for bad, field in (("per_queue=maybe", "queue.per_queue"), ("poll_interval=soon", "queue.poll_interval"),
+                       ("poll_interval=0", "queue.poll_interval")):
+        with pytest.raises(ConfigError) as err:
+            provider.trigger_kwargs(f"rocketmq://c/orders?consumer_group=g&min_lag=1&{bad}")
+        assert err.value.field == field
