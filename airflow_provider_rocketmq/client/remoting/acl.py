@@ -18,7 +18,7 @@ import hmac
 from .command import RemotingCommand
 
 ACCESS_KEY = "AccessKey"
-SECRET_TOKEN = "SecurityToken"
+SECURITY_TOKEN = "SecurityToken"
 SIGNATURE = "Signature"
 
 
@@ -51,7 +51,7 @@ class AclHook:
         ext.pop(SIGNATURE, None)  # a re-sent command is signed afresh
         ext[ACCESS_KEY] = self.access_key
         if self.security_token:
-            ext[SECRET_TOKEN] = self.security_token
+            ext[SECURITY_TOKEN] = self.security_token
         ext[SIGNATURE] = sign(self._secret_key, ext, cmd.body)
         cmd.ext_fields = ext
 
