@@ -64,7 +64,6 @@ class ConcurrentConsumeService:
         self.pool: ConsumePool | None = None
         if not self.is_async:
             self.pool = ConsumePool(core.config.consume_thread_min, f"ConsumeMessageThread_{core.group}")
-            self.pool.defer_wake = self._schedule_kick
         self._kick_scheduled = False
         self._kick_timer: asyncio.TimerHandle | None = None
 
@@ -101,6 +100,7 @@ class ConcurrentConsumeService:
         else:
             assert self.pool is not None
             self.pool.submit(self._run_sync, msgs, pq, mq, token)
+            self._schedule_kick()
             if self._poll_timer is None:
                 self._poll_interval = RESULT_POLL_MIN
                 self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
@@ -143,6 +143,8 @@ class ConcurrentConsumeService:
 
     def _poll_results(self) -> None:
         self._poll_timer = None
+        if self.pool is not None and self.pool.pending():
+            self.pool.kick()  # batches still wait: bring in one more worker (slow listeners ramp up)
         if self._results:
             self._drain_results()
             self._poll_interval = RESULT_POLL_MIN

@@ -2,9 +2,15 @@
 
 `concurrent.futures.ThreadPoolExecutor` creates a Future (with its own
 Condition) per task and may wake a thread for every submit. Here a task is a
-plain tuple appended to a deque; an idle worker is woken only when none is
-awake, and a busy worker keeps draining the deque before it sleeps. Under load
-that removes most thread wake-ups (each one is a futex call plus a GIL hand-off).
+plain tuple appended to a deque, and each worker sleeps on its own binary lock:
+waking one is a single ``lock.release()`` (one futex call), with no Condition
+and no mutex on the submitting side. Only `kick()` wakes sleepers, so the owner
+decides how many batches share one wake-up; a woken worker drains the deque
+before it sleeps again.
+
+Lost wake-ups are impossible because both sides "publish, then look" under the
+GIL: a worker appends its lock to ``_sleepers`` *before* its last look at the
+deque, and `kick()` looks at ``_sleepers`` *after* the work was appended.
 """
 
 from __future__ import annotations
@@ -19,63 +25,50 @@ log = logging.getLogger(__name__)
 
 
 class ConsumePool:
-    """``submit(fn, *args)`` runs ``fn(*args)`` on one of ``size`` daemon threads; no result object."""
+    """``submit(fn, *args)`` queues ``fn(*args)`` for one of ``size`` daemon threads; no result object."""
 
-    def __init__(self, size: int, name: str, on_idle: Callable[[], None] | None = None) -> None:
+    def __init__(self, size: int, name: str) -> None:
         self._work: collections.deque[tuple[Callable[..., Any], tuple[Any, ...]]] = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._sleeping = 0
-        self._wake_pending = False
+        self._sleepers: collections.deque[threading.Lock] = collections.deque()
         self._closed = False
-        self.on_idle = on_idle  # called by a worker before it sleeps (flush per-burst results)
-        self.defer_wake: Callable[[], None] | None = None
         self._threads = [threading.Thread(target=self._main, name=f"{name}_{i}", daemon=True)
                          for i in range(size)]
         for t in self._threads:
             t.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue a task; it runs once a worker is awake (see `kick`)."""
         self._work.append((fn, args))
-        if self.defer_wake is not None:
-            self.defer_wake()  # the owner calls kick() once per event-loop iteration
-            return
-        self.kick()
 
     def pending(self) -> int:
         return len(self._work)
 
     def kick(self) -> None:
-        """Wake a sleeping worker if there is work and no wake-up is already on its way."""
-        if not self._work:
-            return
-        # A worker announces itself in _sleeping *before* its last look at the deque, so reading
-        # _sleeping after the append cannot miss a sleeper; one wake-up in flight is enough because
-        # the woken worker drains the deque before it sleeps again.
-        if self._sleeping and not self._wake_pending:
-            with self._cond:
-                self._wake_pending = True
-                self._cond.notify()
+        """Wake one sleeping worker if there is work (deque operations are atomic under the GIL)."""
+        if self._work:
+            try:
+                lock = self._sleepers.popleft()
+            except IndexError:
+                return  # every worker is awake and will reach the new work
+            lock.release()
 
     def _main(self) -> None:
         work = self._work
-        cond = self._cond
-        while True:
+        sleepers = self._sleepers
+        me = threading.Lock()
+        me.acquire()  # held while awake; a waker's release() lets the next acquire() through
+        while not self._closed:
             try:
                 fn, args = work.popleft()
             except IndexError:
-                if self.on_idle is not None:
+                sleepers.append(me)
+                if work or self._closed:  # work arrived between the pop and the append
                     try:
-                        self.on_idle()
-                    except Exception:
-                        log.exception("consume pool idle hook failed")
-                with cond:
-                    if self._closed:
-                        return
-                    self._sleeping += 1
-                    if not work:
-                        cond.wait()
-                        self._wake_pending = False
-                    self._sleeping -= 1
+                        sleepers.remove(me)
+                        continue
+                    except ValueError:
+                        pass  # a waker took us already: consume its release below
+                me.acquire()
                 continue
             try:
                 fn(*args)
@@ -83,8 +76,11 @@ class ConsumePool:
                 log.exception("consume task failed")
 
     def shutdown(self) -> None:
-        """Stop the workers once the queue is empty (queued tasks are dropped)."""
+        """Stop the workers (queued tasks are dropped; a running task finishes on its own)."""
+        self._closed = True
         self._work.clear()
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
+        while True:
+            try:
+                self._sleepers.popleft().release()
+            except IndexError:
+                return
