@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pyarrow.parquet as pq
 import pytest
@@ -37,7 +38,8 @@ def produce(namesrv: str, topic: str, n: int, tags: list[str] | None = None, sta
     return bodies
 
 
-def context(run_id: str, task_id: str = "window", map_index: int = -1) -> dict[str, Any]:
+def context(run_id: str, task_id: str = "window", map_index: int = -1) -> Any:
+    """The part of an Airflow task Context the operators read."""
     return {"ti": SimpleNamespace(dag_id="dag", task_id=task_id, map_index=map_index), "run_id": run_id}
 
 
@@ -265,7 +267,7 @@ def test_lag_sensor_poke_waits_until_enough_messages(rmq: Any) -> None:
     assert not first.is_done and first.xcom_value is None
     produce(rmq.namesrv, "wt_poke", 2, start=3)
     second = sensor.poke(context("r1", "s"))
-    assert second.is_done and second.xcom_value["total_lag"] == 5
+    assert second.is_done and second.xcom_value is not None and second.xcom_value["total_lag"] == 5
     caught_up = RocketMQLagSensor(task_id="s2", topic="wt_poke", consumer_group="g_poke", max_lag=0)
     assert not caught_up.poke(context("r1", "s2")).is_done
 
@@ -278,7 +280,7 @@ async def test_lag_trigger_fires_once_the_condition_holds(rmq: Any) -> None:
     with Admin(ClientConfig(namesrv_addr=rmq.namesrv)) as admin:
         admin.create_topic("wt_trig", queues=2)
     trigger = RocketMQLagTrigger(topic="wt_trig", consumer_group="g_trig", min_lag=4, poll_interval=0.2)
-    events = trigger.run()
+    events = cast(AsyncGenerator[Any, None], trigger.run())
     pending = asyncio.ensure_future(events.__anext__())
     done, _ = await asyncio.wait({pending}, timeout=1.0)
     assert not done  # nothing waiting yet: the trigger keeps polling

@@ -114,7 +114,12 @@ def test_staged_window_commits_its_end_and_fsyncs_every_new_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[Path] = []
     real = runner.fsync_dir
-    monkeypatch.setattr(runner, "fsync_dir", lambda d: (synced.append(Path(d)), real(d)))
+
+    def fsync_dir(directory: Any) -> None:
+        synced.append(Path(directory))
+        real(directory)
+
+    monkeypatch.setattr(runner, "fsync_dir", fsync_dir)
     made: list[FakeConsumer] = []
 
     def factory(listener: Any) -> FakeConsumer:
