@@ -97,15 +97,8 @@ class RocketMQConsumeWindowOperator(BaseOperator):
                 raise ConfigError(f"consumer_overrides.{name}", "unknown consumer option")
             if name in _FORCED:
                 raise ConfigError(f"consumer_overrides.{name}", "is set by the window operator")
-        if "{{" not in expression:
+        if not isinstance(expression, str) or "{{" not in expression:  # a template is checked at run time
             parse_tag_expression(expression)
-        # the rest is checked by WindowSpec.validate() (shared with the CLI) here and at run time
-        self._spec_kwargs: dict[str, Any] = {"max_messages": max_messages, "max_bytes": max_bytes,
-                             "max_duration": max_duration, "assignment_timeout": assignment_timeout,
-                             "idle_timeout": idle_timeout}
-        if settle_time is not None:
-            self._spec_kwargs["settle_time"] = settle_time
-        WindowSpec(topic="t", consumer_group="g", staging_dir="d", **self._spec_kwargs).validate()
         self.topic = topic
         self.consumer_group = consumer_group
         self.expression = expression
@@ -119,6 +112,15 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         self.idle_timeout = idle_timeout
         self.settle_time = settle_time
         self.rocketmq_conn_id = rocketmq_conn_id
+        # the bounds and timeouts are checked by WindowSpec.validate() (shared with the CLI), now and at run time
+        WindowSpec(topic="t", consumer_group="g", staging_dir="d", **self._spec_kwargs(mapped=False)).validate()
+
+    def _spec_kwargs(self, *, mapped: bool) -> dict[str, Any]:
+        """The WindowSpec bounds and timeouts; a mapped instance settles the group first by default."""
+        settle = self.settle_time if self.settle_time is not None else DEFAULT_MAPPED_SETTLE if mapped else 0.0
+        return {"max_messages": self.max_messages, "max_bytes": self.max_bytes, "max_duration": self.max_duration,
+                "assignment_timeout": self.assignment_timeout, "idle_timeout": self.idle_timeout,
+                "settle_time": settle}
 
     def _run_ids(self, context: Context) -> tuple[list[str], str]:
         """Path parts of the per-run default staging dir and the window id derived from them."""
@@ -132,9 +134,6 @@ class RocketMQConsumeWindowOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         parts, window_id = self._run_ids(context)
-        spec_kwargs = dict(self._spec_kwargs)
-        if self.settle_time is None and len(parts) == 4:  # a mapped instance: let the siblings join
-            spec_kwargs["settle_time"] = DEFAULT_MAPPED_SETTLE
         staging = self.staging_path or os.path.join(default_staging_base(), *(safe_name(p) for p in parts))
         overrides = {"consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                      **self.consumer_overrides, **_FORCED}
@@ -154,7 +153,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
             commit=self.commit == "after_staging",
             consume_from_where=config.consume_from_where,  # type: ignore[arg-type]
             consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
-            **spec_kwargs,
+            **self._spec_kwargs(mapped=len(parts) == 4),  # <dag>/<run>/<task>/<map index>
         )
 
         def make_consumer(listener: Listener) -> Any:
