@@ -62,12 +62,12 @@ class ClientHandlers:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         for c, subs in parsed:
             group = c["groupName"]
+            # ClientManageProcessor.heartBeat: the retry topic is made for every group that has a
+            # subscription-group config (broadcasting ones too); the member registers either way
             gcfg = broker.group_config(group)
-            if gcfg is None:
-                continue
-            model = str(c.get("messageModel") or "CLUSTERING")
-            if model == "CLUSTERING":
+            if gcfg is not None:
                 broker.ensure_topic(retry_topic(group), gcfg.retry_queues)
+            model = str(c.get("messageModel") or "CLUSTERING")
             broker.consumers.register(
                 group, ClientChannel(conn, client_id, cmd.language, cmd.version),
                 consume_type=str(c.get("consumeType") or "CONSUME_PASSIVELY"), message_model=model,

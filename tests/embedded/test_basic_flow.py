@@ -103,3 +103,19 @@ async def test_consume_stats_cover_read_queues_and_skip_missing_topics(embedded_
         assert (missing.code, fastjson.loads(missing.body)) == (0, {"consumeTps": 0.0, "offsetTable": {}})
     finally:
         await bc.close()
+
+
+async def test_every_consumer_group_gets_its_retry_topic_at_heartbeat(embedded_cluster: EmbeddedCluster) -> None:
+    """ClientManageProcessor.heartBeat creates %RETRY%<group> whatever the message model."""
+    c = await RawClient().connect(embedded_cluster.brokers[0].addr)
+    ns = await RawClient().connect(embedded_cluster.namesrv_addr)
+    try:
+        for group, model in (("g_clu", "CLUSTERING"), ("g_bro", "BROADCASTING")):
+            assert (await ns.call(105, {"topic": f"%RETRY%{group}"})).code == 17
+            assert (await c.call(34, body=heartbeat_body("cid", group, {"T": "*"}, model=model))).code == 0
+            route = fastjson.loads((await ns.call(105, {"topic": f"%RETRY%{group}"})).body)
+            assert route["queueDatas"][0]["readQueueNums"] == 1, model
+        assert embedded_cluster.brokers[0].consumer_ids("g_bro") == ["cid"]
+    finally:
+        await c.close()
+        await ns.close()
