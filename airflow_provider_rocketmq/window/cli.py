@@ -30,11 +30,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Snapshot every queue's max offset, consume the group's queues up to it, stage the "
         "messages as Parquet with a manifest.json, then commit the end offsets (unless --no-commit).",
     )
-    if not any(a.dest == "namesrv" for a in p._actions):  # the top-level parser may already add it
-        p.add_argument("--namesrv", default=None, help="name servers host:port[;host:port] "
-                       "(default: $NAMESRV_ADDR or 127.0.0.1:9876)")
-    if not any(a.dest == "json" for a in p._actions):
-        p.add_argument("--json", action="store_true", help="print the result as JSON")
+    # declared here too (cli.py adds them only where missing) so the command also works on its own parser
+    p.add_argument("--namesrv", default=None, help="name servers host:port[;host:port] "
+                   "(default: $NAMESRV_ADDR or 127.0.0.1:9876)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--group", required=True, help="consumer group")
     p.add_argument("--topic", required=True, help="topic")
     p.add_argument("--staging", required=True, help="window directory (manifest.json + part-*.parquet)")
