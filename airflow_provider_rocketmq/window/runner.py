@@ -372,7 +372,8 @@ def _make_dirs_durably(path: Path) -> None:
 def _stage(spec: WindowSpec, window_id: str, slices: list[QueueSlice], namesrv: str) -> WindowManifest:
     staging = Path(spec.staging_dir)
     _make_dirs_durably(staging)
-    for stale in staging.glob("part-*.parquet"):  # left by an attempt that died before its manifest
+    # left by an attempt that died before its manifest: finished parts and temp files of atomic writes
+    for stale in [*staging.glob("part-*.parquet"), *staging.glob(".*.tmp")]:
         stale.unlink()
     messages = [m for s in slices for m in s.messages]
     files: list[FileEntry] = []

@@ -133,3 +133,13 @@ def test_staged_window_commits_its_end_and_fsyncs_every_new_directory(
     assert read_manifest(result.manifest).queues[0].end_offset == 3
     # each created directory's entry is made durable in its parent
     assert {tmp_path, tmp_path / "a", tmp_path / "a" / "b"} <= set(synced)
+
+
+def test_leftovers_of_an_attempt_that_died_before_its_manifest_are_removed(tmp_path: Path) -> None:
+    staging = tmp_path / "w"
+    staging.mkdir()
+    for name in ("part-00007.parquet", ".part-00000.parquet.x1.tmp", ".manifest.json.x2.tmp"):
+        (staging / name).write_bytes(b"half written")
+    result = run_window(spec(staging), FakeAdmin(high_water=2), lambda listener: FakeConsumer(listener, deliver=2))
+    assert sorted(p.name for p in staging.iterdir()) == ["manifest.json", "part-00000.parquet"]
+    assert read_manifest(result.manifest).messages == 2
