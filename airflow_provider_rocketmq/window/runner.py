@@ -338,8 +338,9 @@ def _initial_offset(spec: WindowSpec, admin: WindowAdmin, mq: MessageQueue, high
 
 def _recheck_starts(spec: WindowSpec, admin: WindowAdmin, collector: WindowCollector,
                     queues: dict[QueueKey, MessageQueue], owned: set[QueueKey]) -> None:
-    """A queue that does not progress may have been committed past our start by another member
-    (or trimmed by the broker): the consumer then starts later than we assumed."""
+    """Re-read the start of every incomplete owned queue (two admin calls each, every
+    ``_RECHECK_STALLED`` seconds): a queue may have been committed past our start by another
+    member (or trimmed by the broker), and the consumer then starts later than we assumed."""
     for key in sorted(owned):
         if collector.complete((key,)):
             continue
