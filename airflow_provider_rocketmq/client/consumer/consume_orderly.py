@@ -45,6 +45,10 @@ class OrderlyConsumeService:
             self.pool = ThreadPoolExecutor(core.config.consume_thread_min,
                                            thread_name_prefix=f"ConsumeMessageThread_{core.group}")
         self.tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        # a queue waiting to be consumed again: after a yield or a refused lock (timer), or for
+        # its re-lock (task); either holds the queue, so a new pull does not start a worker early
+        self._timers: dict[MessageQueue, tuple[ProcessQueue, asyncio.TimerHandle]] = {}
+        self._relocks: dict[MessageQueue, tuple[ProcessQueue, asyncio.Task[None]]] = {}
         self.consumed_ok = 0
         self.consumed_failed = 0
         self.consume_rt_total = 0.0
@@ -52,34 +56,100 @@ class OrderlyConsumeService:
     def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         self._ensure_worker(pq, mq)
 
-    def _ensure_worker(self, pq: ProcessQueue, mq: MessageQueue, delay: float = 0.0) -> None:
+    def _ensure_worker(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        if self.core.closing:
+            return
+        timer = self._timers.get(mq)
+        if timer is not None:
+            if timer[0] is pq:
+                return
+            timer[1].cancel()  # left over from the queue's previous (dropped) process queue
+            del self._timers[mq]
+        relock = self._relocks.get(mq)
+        if relock is not None:
+            if relock[0] is pq:
+                return
+            relock[1].cancel()
+            del self._relocks[mq]
         task = self.tasks.get(mq)
         if task is not None and not task.done():
             return
-        self.tasks[mq] = asyncio.get_running_loop().create_task(self._consume_queue(pq, mq, delay),
+        self.tasks[mq] = asyncio.get_running_loop().create_task(self._consume_queue(pq, mq),
                                                                 name=f"orderly {mq}")
+
+    def _later(self, delay: float, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """Start the queue's worker again after ``delay``."""
+        if self.core.closing:
+            return
+        old = self._timers.pop(mq, None)
+        if old is not None:
+            old[1].cancel()
+        self._timers[mq] = (pq, asyncio.get_running_loop().call_later(delay, self._timer_fired, pq, mq))
+
+    def _timer_fired(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        timer = self._timers.get(mq)
+        if timer is not None and timer[0] is pq:
+            del self._timers[mq]
+        self._ensure_worker(pq, mq)
+
+    def _relock_soon(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        if self.core.closing:
+            return
+        old = self._relocks.get(mq)
+        if old is not None:
+            if old[0] is pq:
+                return
+            old[1].cancel()  # for the queue's previous (dropped) process queue
+        self._relocks[mq] = (pq, asyncio.get_running_loop().create_task(self._relock(pq, mq),
+                                                                         name=f"relock {mq}"))
+
+    async def _relock(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """Java tryLockLaterAndReconsume: lock again shortly, then consume (or retry later)."""
+        ok = False
+        try:
+            await asyncio.sleep(RETRY_LOCK_SOON)
+            if pq.dropped or self.core.closing:
+                return
+            ok = await self.core.rebalancer.lock(mq)
+        finally:
+            entry = self._relocks.get(mq)
+            if entry is not None and entry[1] is asyncio.current_task():
+                del self._relocks[mq]
+        if ok:
+            self._ensure_worker(pq, mq)
+        else:
+            self._later(RETRY_LOCK_LATER, pq, mq)
+
+    async def stop_relocking(self) -> None:
+        """Shutdown, before the final UNLOCK: cancel pending re-locks and delayed restarts."""
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        relocks = [t for _, t in self._relocks.values()]
+        self._relocks.clear()
+        for t in relocks:
+            t.cancel()
+        if relocks:
+            await asyncio.gather(*relocks, return_exceptions=True)
 
     async def _call(self, msgs: list[MessageExt], ctx: OrderlyContext) -> object:
         if self.is_async:
             return await self.listener(msgs, ctx)
         return await asyncio.get_running_loop().run_in_executor(self.pool, self.listener, msgs, ctx)
 
-    async def _consume_queue(self, pq: ProcessQueue, mq: MessageQueue, delay: float) -> None:
+    async def _consume_queue(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         core = self.core
         cfg = core.config
-        if delay:
-            await asyncio.sleep(delay)
         began = time.monotonic()
         pq.orderly_running = True
         try:
             while not pq.dropped and not core.closing:
                 if cfg.clustering and (not pq.locked or pq.is_lock_expired(cfg.lock_max_live_time)):
                     # re-lock soon and resume; the lock renewal may also bring it back
-                    asyncio.get_running_loop().call_later(
-                        RETRY_LOCK_SOON, lambda: asyncio.ensure_future(self._relock(pq, mq)))
+                    self._relock_soon(pq, mq)
                     return
                 if time.monotonic() - began > cfg.max_time_consume_continuously:
-                    asyncio.get_running_loop().call_later(YIELD_DELAY, self._ensure_worker, pq, mq)
+                    self._later(YIELD_DELAY, pq, mq)
                     return
                 msgs = pq.take_messages(cfg.consume_message_batch_max_size)
                 if not msgs:
@@ -135,14 +205,6 @@ class OrderlyConsumeService:
                 m.reconsume_times += 1
         return not suspend
 
-    async def _relock(self, pq: ProcessQueue, mq: MessageQueue) -> None:
-        if pq.dropped or self.core.closing:
-            return
-        if await self.core.rebalancer.lock(mq):
-            self._ensure_worker(pq, mq)
-        else:
-            self._ensure_worker(pq, mq, RETRY_LOCK_LATER)
-
     async def wait_queue_idle(self, mq: MessageQueue, timeout: float) -> bool:
         """Wait for the queue's worker (a listener call cannot be interrupted)."""
         task = self.tasks.get(mq)
@@ -166,6 +228,7 @@ class OrderlyConsumeService:
         return not pending
 
     async def close(self) -> None:
+        await self.stop_relocking()
         for t in self.tasks.values():
             t.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)

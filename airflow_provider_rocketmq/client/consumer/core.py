@@ -162,19 +162,23 @@ class ConsumerCore:
         if self.state in ("SHUTDOWN", "CREATED") or self.client is None:
             self.state = "SHUTDOWN"
             return
-        self.closing = True
+        self.closing = True  # from here on no lock path sends LOCK_BATCH_MQ
         self.state = "STOPPING"
         for t in self._tasks:
             t.cancel()
         await asyncio.wait(self._tasks, timeout=5.0) if self._tasks else None
+        if isinstance(self.consume, OrderlyConsumeService):
+            await self.consume.stop_relocking()
         await self.pull.stop_all()
         wait = self.config.await_termination_when_shutdown if timeout is None else timeout
         if self.consume is not None and not await self.consume.drain(wait):
             log.warning("in-flight consumption did not finish within %.1fs; its messages will be "
                         "delivered again", wait)
         await self._persist_final()
-        if self.orderly and self.config.clustering and self.rebalancer.table:
-            await self.rebalancer.unlock(list(self.rebalancer.table))
+        if self.orderly and self.config.clustering:
+            # after every locking task has stopped, and covering locks granted to requests whose
+            # caller was cancelled (a rebalance taking over a leaver's queues, a re-lock)
+            await self.rebalancer.unlock_all_final()
         for pq in self.rebalancer.table.values():
             pq.drop()
         await self._unregister()

@@ -45,6 +45,11 @@ class Rebalancer:
         self.callbacks: list[AssignmentCallback] = []
         self._reported: set[str] = set()
         self._lock = asyncio.Lock()  # one rebalance at a time
+        # Every queue this client ever asked the broker to lock. A request may be granted while
+        # its caller is cancelled or gone (shutdown, a failed start offset), so the final UNLOCK
+        # covers all of them; the broker only releases locks held by this client id.
+        self.lock_requested: set[MessageQueue] = set()
+        self._lock_rpcs: set[asyncio.Task[set[MessageQueue] | None]] = set()
 
     # -- driving -----------------------------------------------------------------------
     async def do_rebalance(self) -> bool:
@@ -117,6 +122,8 @@ class Rebalancer:
             offset = await self.compute_pull_from_where(mq)
             if offset < 0:
                 log.warning("no start offset for %s; skipping it this round", mq)
+                if core.orderly and core.config.clustering:
+                    await self.unlock([mq])  # its next owner need not wait for the lock to expire
                 continue
             pq = ProcessQueue()
             if core.orderly and core.config.clustering:
@@ -187,20 +194,36 @@ class Rebalancer:
                 "mqSet": [mq.to_json() for mq in mqs]}
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
-    async def _lock_batch(self, broker: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
+    async def _lock_batch(self, broker: str, mqs: list[MessageQueue]) -> set[MessageQueue] | None:
+        """LOCK_BATCH_MQ; the queues granted, or None when the broker gave no answer.
+
+        No request leaves once the consumer is closing. The RPC runs in its own task and is
+        awaited through a shield: a cancelled caller must not lose track of a request that may
+        already be on the wire, and shutdown awaits these tasks before its final UNLOCK.
+        """
+        if self.core.closing or not mqs:
+            return set()
+        self.lock_requested.update(mqs)
+        task = asyncio.get_running_loop().create_task(self._lock_rpc(broker, mqs), name=f"lock {broker}")
+        self._lock_rpcs.add(task)
+        task.add_done_callback(self._lock_rpcs.discard)
+        return await asyncio.shield(task)
+
+    async def _lock_rpc(self, broker: str, mqs: list[MessageQueue]) -> set[MessageQueue] | None:
         client = self.core.client
-        addr = client.broker_addr(broker, 0, exact=True)
-        resp = await client.invoke_ok(addr, RemotingCommand.request(
-            RequestCode.LOCK_BATCH_MQ, None, self._lock_body(mqs)), LOCK_TIMEOUT)
-        data = json.loads(resp.body or b"{}")
-        return {MessageQueue.from_json(o) for o in data.get("lockOKMQSet") or []}
+        try:
+            addr = client.broker_addr(broker, 0, exact=True)
+            resp = await client.invoke_ok(addr, RemotingCommand.request(
+                RequestCode.LOCK_BATCH_MQ, None, self._lock_body(mqs)), LOCK_TIMEOUT)
+            data = json.loads(resp.body or b"{}")
+            return {MessageQueue.from_json(o) for o in data.get("lockOKMQSet") or []}
+        except (RocketMQError, ValueError) as exc:
+            log.warning("LOCK_BATCH_MQ of %d queue(s) on %s failed: %s", len(mqs), broker, exc)
+            return None
 
     async def lock(self, mq: MessageQueue) -> bool:
-        try:
-            ok = mq in await self._lock_batch(mq.broker_name, [mq])
-        except (RocketMQError, ValueError) as exc:
-            log.warning("LOCK_BATCH_MQ for %s failed: %s", mq, exc)
-            return False
+        granted = await self._lock_batch(mq.broker_name, [mq])
+        ok = granted is not None and mq in granted
         pq = self.table.get(mq)
         if pq is not None and ok:
             pq.locked = True
@@ -209,14 +232,12 @@ class Rebalancer:
 
     async def lock_all(self) -> None:
         """Renew the broker locks of every owned queue (Java lockAll, every 20 s)."""
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in self.table:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker, mqs in by_broker.items():
-            try:
-                ok = await self._lock_batch(broker, mqs)
-            except (RocketMQError, ValueError) as exc:
-                log.warning("LOCK_BATCH_MQ renewal on %s failed: %s", broker, exc)
+        brokers = sorted({mq.broker_name for mq in self.table})
+        for broker in brokers:
+            # read the table per broker: a queue released meanwhile must not be locked again
+            mqs = [mq for mq in self.table if mq.broker_name == broker]
+            ok = await self._lock_batch(broker, mqs)
+            if ok is None:
                 continue
             for mq in mqs:
                 pq = self.table.get(mq)
@@ -227,6 +248,17 @@ class Rebalancer:
                     pq.last_lock_time = time.monotonic()
                 else:
                     pq.locked = False
+
+    async def unlock_all_final(self) -> None:
+        """Shutdown: wait for lock requests still in flight, then unlock everything ever asked for.
+
+        The caller has set ``closing`` (no new LOCK_BATCH_MQ) and stopped every task that locks.
+        """
+        if self._lock_rpcs:
+            await asyncio.wait(list(self._lock_rpcs), timeout=2 * LOCK_TIMEOUT)
+        mqs = sorted(self.lock_requested | set(self.table))
+        if mqs:
+            await self.unlock(mqs)
 
     async def unlock(self, mqs: list[MessageQueue]) -> None:
         by_broker: dict[str, list[MessageQueue]] = {}
