@@ -32,11 +32,11 @@ def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
 
 def test_providers_manager_registers_the_connection_type() -> None:
     from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
-    pm = ProvidersManager()
-    hook = pm.hooks["rocketmq"]
+    hook = ProvidersManagerTaskRuntime().hooks["rocketmq"]  # how a task resolves the connection type
     assert hook is not None and hook.hook_class_name.endswith("RocketMQHook")
-    widgets = pm.connection_form_widgets
+    widgets = ProvidersManager().connection_form_widgets  # what the UI's connection form shows
     assert {"extra__rocketmq__namesrv", "extra__rocketmq__tls", "extra__rocketmq__client_options"} <= set(widgets)
     assert widgets["extra__rocketmq__security_token"].is_sensitive
 
