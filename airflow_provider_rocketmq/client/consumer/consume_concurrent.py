@@ -118,21 +118,38 @@ class ConcurrentConsumeService:
         success = ConsumeStatus.CONSUME_SUCCESS
         start = time.monotonic()
         ctx = ConsumeContext(mq)
-        for i in range(0, len(msgs), step):
-            if pq.dropped:  # Java skips the listener for a dropped queue
-                break
-            chunk = msgs[i:i + step]
-            try:
-                status = listener(chunk, ctx)
-            except Exception:
-                log.exception("listener raised on %d message(s) of %s; they will be retried", len(chunk), mq)
-                status = None
-            if status is success and ctx.ack_index == ACK_ALL:
-                continue  # the common case: no per-call bookkeeping
-            bad = failed_from(status, ctx, len(chunk))
-            if bad < len(chunk):
-                failures.append((chunk[bad:], ctx.delay_level_when_next_consume))
-            ctx = ConsumeContext(mq)  # the listener changed it: a fresh one for the next call
+        n = len(msgs)
+        if step == 1 and n > 1:
+            # batch size 1 (the Java default): one list per message, no slicing arithmetic
+            for m in msgs:
+                if pq.dropped:  # Java skips the listener for a dropped queue
+                    break
+                try:
+                    status = listener([m], ctx)
+                except Exception:
+                    log.exception("listener raised on a message of %s; it will be retried", mq)
+                    status = None
+                if status is success and ctx.ack_index == ACK_ALL:
+                    continue
+                if failed_from(status, ctx, 1) == 0:
+                    failures.append(([m], ctx.delay_level_when_next_consume))
+                ctx = ConsumeContext(mq)
+        else:
+            for i in range(0, n, step):
+                if pq.dropped:  # Java skips the listener for a dropped queue
+                    break
+                chunk = msgs[i:i + step]
+                try:
+                    status = listener(chunk, ctx)
+                except Exception:
+                    log.exception("listener raised on %d message(s) of %s; they will be retried", len(chunk), mq)
+                    status = None
+                if status is success and ctx.ack_index == ACK_ALL:
+                    continue  # the common case: no per-call bookkeeping
+                bad = failed_from(status, ctx, len(chunk))
+                if bad < len(chunk):
+                    failures.append((chunk[bad:], ctx.delay_level_when_next_consume))
+                ctx = ConsumeContext(mq)  # the listener changed it: a fresh one for the next call
         self._results.append((msgs, pq, mq, token, failures, time.monotonic() - start))
 
     def _drain_results(self) -> None:
@@ -178,17 +195,25 @@ class ConcurrentConsumeService:
     # -- results (loop thread) -----------------------------------------------------------------
     def _settle(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int,
                 failures: list[Failure], rt: float) -> None:
-        pq.end_batch(token)
+        pq.inflight.pop(token, None)  # ProcessQueue.end_batch, inlined: once per batch
         self.consume_rt_total += rt
+        if not failures:  # the common case
+            self.consumed_ok += len(msgs)
+            if not pq.dropped:  # a dropped queue moved to another member: do not touch offsets
+                offset = pq.remove_messages(msgs)
+                if offset >= 0:
+                    self.core.offset_store.update_offset(mq, offset, True)
+            self._done_one()
+            return
         n_failed = sum(len(f[0]) for f in failures)
         self.consumed_ok += len(msgs) - n_failed
         self.consumed_failed += n_failed
-        if pq.dropped:  # the queue moved to another member; do not touch offsets
+        if pq.dropped:
             self._done_one()
             return
-        if failures and self.core.config.clustering:
+        if self.core.config.clustering:
             failed_ids = {id(m) for f in failures for m in f[0]}
-            ok = [m for m in msgs if id(m) not in failed_ids] if failed_ids else msgs
+            ok = [m for m in msgs if id(m) not in failed_ids]
             self._commit(pq, mq, ok)
             self._spawn(self._send_back(failures, pq, mq))
         else:

@@ -30,6 +30,7 @@ class ProcessQueue:
     __slots__ = (
         "_inflight_seq",
         "consuming",
+        "dropped",
         "inflight",
         "last_consume_time",
         "last_lock_time",
@@ -49,6 +50,7 @@ class ProcessQueue:
         self.queue_offset_max = 0
         self.consuming: dict[int, MessageExt] = {}  # orderly: taken but not committed
         self.state = QueueState.ACTIVE
+        self.dropped = False  # state is DROPPED; a plain attribute, read on every pull and batch
         self.locked = False
         now = time.monotonic()
         self.last_lock_time = now
@@ -61,12 +63,9 @@ class ProcessQueue:
         self._inflight_seq = 0
 
     # -- state ---------------------------------------------------------------------
-    @property
-    def dropped(self) -> bool:
-        return self.state is QueueState.DROPPED
-
     def drop(self) -> None:
         self.state = QueueState.DROPPED
+        self.dropped = True
 
     # -- sizes ---------------------------------------------------------------------
     @property

@@ -97,9 +97,11 @@ class PullService:
             if core.paused:
                 delay = DELAY_SUSPENDED
                 continue
-            count = len(pq.msgs)
+            cached = pq.msgs
+            count = len(cached)
             if count > self.threshold_count or pq.msg_size > self.threshold_bytes \
-                    or (not core.orderly and pq.span() > cfg.consume_concurrently_max_span):
+                    or (count > 1 and not core.orderly  # span (ProcessQueue.span), inlined
+                        and next(reversed(cached)) - next(iter(cached)) > cfg.consume_concurrently_max_span):
                 self.flow_control_hits += 1
                 delay = DELAY_FLOW_CONTROL
                 continue
