@@ -63,3 +63,53 @@ def test_drop_is_final():
     assert pq.dropped
     info = pq.info(5)
     assert info["droped"] is True and info["commitOffset"] == 5
+
+
+def test_batches_removed_whole_or_one_by_one_keep_counts_bytes_span_and_offsets_exact():
+    pq = ProcessQueue()
+    a = stored_messages("T", range(4), body_size=3)
+    b = stored_messages("T", range(4, 8), body_size=5)
+    c = stored_messages("T", range(8, 12), body_size=7)
+    for batch in (a, b, c):
+        pq.put_messages(batch)
+    assert (pq.count, pq.msg_size, pq.span()) == (12, 60, 11)
+    assert pq.remove_messages(b) == 0  # a later batch first: the commit offset waits for the oldest
+    assert (pq.count, pq.msg_size, pq.span()) == (8, 40, 11)
+    # a's failures: the successes leave one by one, the failed one stays
+    assert pq.remove_messages([a[0], a[1], a[3]]) == 2
+    assert (pq.count, pq.msg_size, pq.min_offset(), pq.max_offset()) == (5, 31, 2, 11)
+    assert pq.remove_messages(c[2:]) == 2
+    assert pq.max_offset() == 9 and pq.span() == 7
+    assert list(pq.msgs) == [2, 8, 9]
+    assert pq.remove_messages([a[2]]) == 8  # a is gone: the next batch's first live message
+    assert pq.remove_messages(c) == 12  # the rest of c (10, 11 already gone are skipped)
+    assert (pq.count, pq.msg_size, pq.span()) == (0, 0, 0)
+    assert pq.remove_messages(c) == -1
+
+
+def test_orderly_take_spans_batches_and_skips_removed_messages():
+    pq = ProcessQueue()
+    a, b = stored_messages("T", range(3)), stored_messages("T", range(3, 6))
+    pq.put_messages(a)
+    pq.put_messages(b)
+    pq.remove_messages([a[1]])
+    taken = pq.take_messages(3)
+    assert [m.queue_offset for m in taken] == [0, 2, 3]
+    assert pq.count == 5 and pq.msg_size == 50 and list(pq.msgs) == [4, 5]
+    pq.make_messages_consume_again(taken[1:])
+    assert list(pq.msgs) == [2, 3, 4, 5] and list(pq.consuming) == [0]
+    assert [m.queue_offset for m in pq.take_messages(10)] == [2, 3, 4, 5]
+    assert pq.commit() == 6 and (pq.count, pq.msg_size) == (0, 0)
+
+
+def test_a_batch_pulled_again_after_a_seek_adds_only_what_is_not_cached():
+    pq = ProcessQueue()
+    first = stored_messages("T", range(6))
+    pq.put_messages(first)
+    pq.remove_messages(first[:2])  # consumed one by one
+    again = stored_messages("T", range(8))  # the queue was re-read from 0
+    assert pq.put_messages(again) == 4  # 0, 1 (no longer cached) and 6, 7
+    assert pq.count == 8 and pq.msg_size == 80 and pq.span() == 7 and pq.min_offset() == 0
+    assert list(pq.msgs) == list(range(8))
+    assert pq.remove_messages(again) == 8  # removes by offset: the first pull's copies too
+    assert (pq.count, pq.msg_size) == (0, 0)

@@ -1,20 +1,58 @@
 """Per-queue cache of pulled, not yet consumed messages (Java ProcessQueue).
 
-Messages are kept in a dict keyed by queue offset. Pulls of one queue arrive in
-ascending offset order, so dict insertion order *is* offset order and the
-smallest cached offset is the first key: no tree map is needed, and removing a
-consumed batch is one dict pop per message. Only the event-loop thread mutates a
-ProcessQueue; other threads (stats, tests) only read sizes.
+Messages are cached per pulled *batch*, not per message: a batch is stored once
+(with its message count and body bytes) and, in the common case where a
+listener consumed all of it, removed once — no per-message dict work and no
+second touch of every message object. Pulls of one queue arrive in ascending
+offset order, so batch insertion order *is* offset order: the smallest cached
+offset is the first live message of the first batch (no tree map). Messages
+removed one at a time (failures sent back, the consume-timeout cleaner, orderly
+takes) are marked in their batch, which goes once none of it is left. Counts,
+bytes and span stay exact. Only the event-loop thread mutates a ProcessQueue;
+other threads (stats, tests) only read sizes.
 """
 
 from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..message import MessageExt
+
+
+class _Batch:
+    """One cached pull result: ``msgs[head:]`` minus the offsets in ``gone`` are still cached."""
+
+    __slots__ = ("gone", "head", "key", "live", "msgs", "size")
+
+    def __init__(self, msgs: list[MessageExt], size: int) -> None:
+        self.msgs = msgs
+        self.key = id(msgs)  # unique while the batch holds the list
+        self.size = size  # body bytes of the live messages
+        self.live = len(msgs)
+        self.head = 0  # orderly: messages before it were taken
+        self.gone: set[int] | None = None  # offsets removed one at a time
+
+    def live_msgs(self) -> Iterator[MessageExt]:
+        gone = self.gone
+        for i in range(self.head, len(self.msgs)):
+            m = self.msgs[i]
+            if gone is None or m.queue_offset not in gone:
+                yield m
+
+    def first_live(self) -> MessageExt:
+        if self.gone is None:
+            return self.msgs[self.head]
+        return next(self.live_msgs())
+
+    def last_live(self) -> MessageExt:
+        msgs, gone = self.msgs, self.gone
+        for i in range(len(msgs) - 1, self.head - 1, -1):
+            if gone is None or msgs[i].queue_offset not in gone:
+                return msgs[i]
+        raise LookupError("empty batch")  # never: empty batches are removed
 
 
 class QueueState(enum.Enum):
@@ -29,6 +67,8 @@ class ProcessQueue:
 
     __slots__ = (
         "_inflight_seq",
+        "batches",
+        "cached_count",
         "consuming",
         "dropped",
         "inflight",
@@ -37,7 +77,6 @@ class ProcessQueue:
         "last_pull_time",
         "locked",
         "msg_size",
-        "msgs",
         "orderly_running",
         "queue_offset_max",
         "state",
@@ -45,8 +84,9 @@ class ProcessQueue:
     )
 
     def __init__(self) -> None:
-        self.msgs: dict[int, MessageExt] = {}
-        self.msg_size = 0  # sum of cached body lengths (Java counts bodies only)
+        self.batches: dict[int, _Batch] = {}  # _Batch.key -> batch, in offset order
+        self.cached_count = 0  # messages in the batches (not counting `consuming`)
+        self.msg_size = 0  # sum of cached body lengths, consuming included (Java counts bodies only)
         self.queue_offset_max = 0
         self.consuming: dict[int, MessageExt] = {}  # orderly: taken but not committed
         self.state = QueueState.ACTIVE
@@ -70,45 +110,69 @@ class ProcessQueue:
     # -- sizes ---------------------------------------------------------------------
     @property
     def count(self) -> int:
-        return len(self.msgs) + len(self.consuming)
+        return self.cached_count + len(self.consuming)
+
+    @property
+    def msgs(self) -> dict[int, MessageExt]:
+        """The cached messages by offset, in offset order (a copy, for inspection)."""
+        return {m.queue_offset: m for b in self.batches.values() for m in b.live_msgs()}
 
     def span(self) -> int:
         """Last cached offset minus first (0 when fewer than two messages)."""
-        d = self.msgs
-        if len(d) < 2:
+        if self.cached_count < 2:
             return 0
-        return next(reversed(d)) - next(iter(d))
+        return self.max_offset() - self.min_offset()
 
     def min_offset(self) -> int:
-        return next(iter(self.msgs)) if self.msgs else -1
+        for b in self.batches.values():
+            return b.first_live().queue_offset
+        return -1
 
     def max_offset(self) -> int:
-        return next(reversed(self.msgs)) if self.msgs else -1
+        for b in reversed(self.batches.values()):
+            return b.last_live().queue_offset
+        return -1
+
+    def _index(self) -> dict[int, tuple[_Batch, MessageExt]]:
+        """offset -> (batch, message) of every cached message (for the rare per-message paths)."""
+        return {m.queue_offset: (b, m) for b in self.batches.values() for m in b.live_msgs()}
 
     # -- concurrent mode -------------------------------------------------------------
     def put_messages(self, msgs: Sequence[MessageExt]) -> int:
         """Cache a pulled batch; returns how many were new. Duplicates (after a seek) are skipped."""
-        d = self.msgs
-        size = 0
-        added = 0
-        if not d or (msgs and msgs[0].queue_offset > self.queue_offset_max):
-            for m in msgs:
-                d[m.queue_offset] = m
-                size += len(m.body)
-            added = len(msgs)
-        else:
-            for m in msgs:
-                off = m.queue_offset
-                if off not in d:
-                    d[off] = m
-                    size += len(m.body)
-                    added += 1
-        if msgs:
-            last = msgs[-1].queue_offset
-            self.queue_offset_max = max(self.queue_offset_max, last)
-        self.msg_size += size
         self.last_pull_time = time.monotonic()
-        return added
+        if not msgs:
+            return 0
+        last = msgs[-1].queue_offset
+        if not self.cached_count or msgs[0].queue_offset > self.queue_offset_max:
+            batch = msgs if isinstance(msgs, list) else list(msgs)
+        else:
+            seen = set(self._index())
+            batch = []
+            for m in msgs:
+                if m.queue_offset not in seen:
+                    seen.add(m.queue_offset)
+                    batch.append(m)
+        self.queue_offset_max = max(self.queue_offset_max, last)
+        if not batch:
+            return 0
+        size = 0
+        for m in batch:
+            size += len(m.body)
+        self.msg_size += size
+        if batch is not msgs and self.batches and batch[0].queue_offset < self.max_offset():
+            # offsets older than cached ones (a re-read after a seek): merge everything into one
+            # batch in offset order, so the first batch still holds the smallest offset
+            cached = [m for b in self.batches.values() for m in b.live_msgs()]
+            merged = sorted(cached + batch, key=lambda m: m.queue_offset)
+            b = _Batch(merged, sum(len(m.body) for m in merged))
+            self.batches = {b.key: b}
+            self.cached_count = b.live
+            return len(batch)
+        b = _Batch(batch, size)
+        self.batches[b.key] = b
+        self.cached_count += b.live
+        return b.live
 
     def remove_messages(self, msgs: Sequence[MessageExt]) -> int:
         """Drop consumed messages; returns the offset to commit, or -1 if nothing was cached.
@@ -116,17 +180,36 @@ class ProcessQueue:
         The offset is the smallest offset still cached, or one past the largest
         offset seen when the cache is empty (Java ProcessQueue.removeMessage).
         """
-        d = self.msgs
-        if not d:
+        if not self.cached_count:
             return -1
-        pop = d.pop
-        size = 0
-        for m in msgs:
-            if pop(m.queue_offset, None) is not None:
-                size += len(m.body)
-        self.msg_size -= size
+        b = self.batches.get(id(msgs))
+        if b is not None and b.msgs is msgs and b.gone is None and b.head == 0:
+            del self.batches[b.key]  # the common case: a whole batch, untouched since it was put
+            self.cached_count -= b.live
+            self.msg_size -= b.size
+        else:
+            self._remove_each(msgs)
         self.last_consume_time = time.monotonic()
-        return next(iter(d)) if d else self.queue_offset_max + 1
+        return self.min_offset() if self.cached_count else self.queue_offset_max + 1
+
+    def _remove_each(self, msgs: Sequence[MessageExt]) -> None:
+        index = self._index()
+        batches = self.batches
+        for m in msgs:
+            entry = index.pop(m.queue_offset, None)
+            if entry is None:
+                continue
+            b, cached = entry
+            if b.gone is None:
+                b.gone = set()
+            b.gone.add(cached.queue_offset)
+            b.live -= 1
+            n = len(cached.body)
+            b.size -= n
+            self.msg_size -= n
+            self.cached_count -= 1
+            if not b.live:
+                del batches[b.key]
 
     def begin_batch(self, msgs: Sequence[MessageExt]) -> int:
         """Record when a batch went to the listener (consume-timeout cleaner); returns its token."""
@@ -141,11 +224,15 @@ class ProcessQueue:
         """Still-cached messages whose listener call started more than ``timeout`` s ago."""
         now = time.monotonic()
         out: list[MessageExt] = []
+        index: dict[int, tuple[_Batch, MessageExt]] | None = None
         for start, msgs in list(self.inflight.values()):
             if now - start < timeout:
                 continue
+            if index is None:
+                index = self._index()
             for m in msgs:
-                if self.msgs.get(m.queue_offset) is m:
+                entry = index.get(m.queue_offset)
+                if entry is not None and entry[1] is m:
                     out.append(m)
                     if len(out) >= limit:
                         return out
@@ -154,14 +241,24 @@ class ProcessQueue:
     # -- orderly mode ------------------------------------------------------------------
     def take_messages(self, n: int) -> list[MessageExt]:
         """Move up to ``n`` head messages into the consuming set (orderly)."""
-        d = self.msgs
         out: list[MessageExt] = []
         self.last_consume_time = time.monotonic()
-        while d and len(out) < n:
-            off = next(iter(d))
-            m = d.pop(off)
-            self.consuming[off] = m
-            out.append(m)
+        batches = self.batches
+        while batches and len(out) < n:
+            b = next(iter(batches.values()))
+            msgs, gone = b.msgs, b.gone
+            while b.head < len(msgs) and len(out) < n:
+                m = msgs[b.head]
+                b.head += 1
+                if gone is not None and m.queue_offset in gone:
+                    continue
+                self.consuming[m.queue_offset] = m
+                out.append(m)
+                b.live -= 1
+                b.size -= len(m.body)
+                self.cached_count -= 1
+            if not b.live:
+                del batches[b.key]
         return out
 
     def commit(self) -> int:
@@ -180,12 +277,15 @@ class ProcessQueue:
         for m in msgs:
             self.consuming.pop(m.queue_offset, None)
             back[m.queue_offset] = m
-        back = dict(sorted(back.items()))
-        back.update(self.msgs)
-        self.msgs = back
+        if not back:
+            return
+        again = [m for _, m in sorted(back.items())]
+        b = _Batch(again, sum(len(m.body) for m in again))  # msg_size still counts them
+        self.batches = {b.key: b, **self.batches}
+        self.cached_count += b.live
 
     def has_temp_messages(self) -> bool:
-        return bool(self.msgs)
+        return self.cached_count > 0
 
     # -- expiry ------------------------------------------------------------------------
     def is_lock_expired(self, max_live: float) -> bool:
@@ -195,7 +295,8 @@ class ProcessQueue:
         return time.monotonic() - self.last_pull_time > max_idle
 
     def clear(self) -> None:
-        self.msgs.clear()
+        self.batches.clear()
+        self.cached_count = 0
         self.consuming.clear()
         self.inflight.clear()
         self.msg_size = 0
@@ -206,8 +307,8 @@ class ProcessQueue:
         mono = time.monotonic()
         return {
             "commitOffset": commit_offset,
-            "cachedMsgMinOffset": self.min_offset() if self.msgs else 0,
-            "cachedMsgMaxOffset": self.max_offset() if self.msgs else 0,
+            "cachedMsgMinOffset": self.min_offset() if self.cached_count else 0,
+            "cachedMsgMaxOffset": self.max_offset() if self.cached_count else 0,
             "cachedMsgCount": self.count,
             "cachedMsgSizeInMiB": self.msg_size // (1024 * 1024),
             "transactionMsgMinOffset": 0,

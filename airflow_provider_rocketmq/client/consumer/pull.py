@@ -97,11 +97,9 @@ class PullService:
             if core.paused:
                 delay = DELAY_SUSPENDED
                 continue
-            cached = pq.msgs
-            count = len(cached)
+            count = pq.cached_count
             if count > self.threshold_count or pq.msg_size > self.threshold_bytes \
-                    or (count > 1 and not core.orderly  # span (ProcessQueue.span), inlined
-                        and next(reversed(cached)) - next(iter(cached)) > cfg.consume_concurrently_max_span):
+                    or (count > 1 and not core.orderly and pq.span() > cfg.consume_concurrently_max_span):
                 self.flow_control_hits += 1
                 delay = DELAY_FLOW_CONTROL
                 continue
@@ -178,7 +176,7 @@ class PullService:
                     delay = cfg.pull_interval
             elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
                 self.next_offsets[mq] = next_begin
-                if not pq.msgs and not pq.consuming:  # Java correctTagsOffset
+                if not pq.cached_count and not pq.consuming:  # Java correctTagsOffset
                     core.offset_store.update_offset(mq, next_begin, increase_only=True)
             elif code == ResponseCode.PULL_OFFSET_MOVED and not cfg.enable_offset_commit:
                 # nothing is persisted in this mode, so Java's drop + re-read of the stored offset
