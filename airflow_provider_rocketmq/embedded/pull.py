@@ -17,7 +17,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..client.remoting.codes import ResponseCode
+from ..client.remoting.codes import (
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    ResponseCode,
+)
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
 from .filter import SubscriptionData, SubscriptionParseError
@@ -27,9 +32,6 @@ from .store import PERM_READ
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 
 MAX_TRANSFER_COUNT = 32
 MAX_TRANSFER_BYTES = 256 * 1024
@@ -90,7 +92,7 @@ class PullService:
             return fail(ResponseCode.SYSTEM_ERROR,
                         f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                         f"[{tcfg.read_queues}] consumer:[/{conn.peer}]")
-        if sys_flag & FLAG_SUBSCRIPTION:
+        if sys_flag & PULL_FLAG_SUBSCRIPTION:
             try:
                 sub = SubscriptionData.build(topic, opt_str(cmd, "subscription"),
                                              opt_str(cmd, "expressionType"), sub_version)
@@ -115,11 +117,11 @@ class PullService:
         if code is None:  # NO_MESSAGE_IN_QUEUE
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
 
-        if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET:
+        if allow_suspend and sys_flag & PULL_FLAG_COMMIT_OFFSET:
             assert broker.store is not None
             broker.store.commit_offset(group, topic, queue_id, commit_offset)
 
-        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND and suspend_ms > 0:
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & PULL_FLAG_SUSPEND and suspend_ms > 0:
             await self._park(topic, queue_id, sub, suspend_ms / 1000.0)
             return await self._process(conn, cmd, allow_suspend=False)
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from ..config import RETRY_PREFIX
 from ..message import MessageExt
 from ..queue import MessageQueue
 from .listener import Listener, OrderlyContext, is_async_listener, orderly_ok
@@ -155,7 +156,7 @@ class OrderlyConsumeService:
                 if not msgs:
                     return
                 for m in msgs:
-                    if m.topic.startswith("%RETRY%"):
+                    if m.topic.startswith(RETRY_PREFIX):
                         original = m.properties.get("RETRY_TOPIC")
                         if original:
                             m.topic = original

@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..config import RETRY_PREFIX, retry_topic
 from ..errors import ClientStateError, ConfigError, RocketMQError
 from ..mqclient import MQClient
 from ..queue import MessageQueue
@@ -29,7 +30,7 @@ from .listener import Listener
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from .pull import PullService
 from .rebalance import Rebalancer
-from .send_back import INNER_PRODUCER_GROUP, SendBack, retry_topic
+from .send_back import INNER_PRODUCER_GROUP, SendBack
 from .subscription import SubscriptionData, build_subscription
 
 log = logging.getLogger(__name__)
@@ -311,7 +312,7 @@ class ConsumerCore:
         self.wake_rebalance()
 
     def assigned_queues(self) -> frozenset[MessageQueue]:
-        return frozenset(mq for mq in self.rebalancer.table if not mq.topic.startswith("%RETRY%"))
+        return frozenset(mq for mq in self.rebalancer.table if not mq.topic.startswith(RETRY_PREFIX))
 
     def set_stop_offsets(self, offsets: dict[MessageQueue, int]) -> None:
         self.pull.stop_offsets.update({self._ns_mq(mq): int(off) for mq, off in offsets.items()})

@@ -18,7 +18,13 @@ from ..config import RETRY_PREFIX
 from ..errors import MessageDecodeError, RocketMQError
 from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages
 from ..queue import MessageQueue
-from ..remoting.codes import RequestCode, ResponseCode
+from ..remoting.codes import (
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    RequestCode,
+    ResponseCode,
+)
 from ..remoting.command import RemotingCommand
 from ..remoting.connection import RemotingProtocol
 from .process_queue import ProcessQueue
@@ -28,9 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 
 DELAY_FLOW_CONTROL = 0.05  # local thresholds exceeded (Java PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
 DELAY_BROKER_FLOW_CONTROL = 0.02  # broker answered FLOW_CONTROL (215)
@@ -207,9 +210,9 @@ class PullService:
         broker_id = self.suggested_broker.get(mq, 0)
         addr = client.broker_addr(mq.broker_name, broker_id)
         commit = core.offset_store.memory_offset(mq) if cfg.clustering else -1
-        flag = FLAG_SUSPEND
+        flag = PULL_FLAG_SUSPEND
         if commit > 0 and cfg.enable_offset_commit and broker_id == 0:
-            flag |= FLAG_COMMIT_OFFSET
+            flag |= PULL_FLAG_COMMIT_OFFSET
         base = self._headers.get(mq)
         if base is None:  # the per-queue constant part, stringified once (extFields are strings)
             base = self._headers[mq] = {
@@ -223,7 +226,7 @@ class PullService:
         header["commitOffset"] = str(max(0, commit))
         header["subVersion"] = str(sub_version)
         if cfg.post_subscription_when_pull:
-            header["sysFlag"] = str(flag | FLAG_SUBSCRIPTION)
+            header["sysFlag"] = str(flag | PULL_FLAG_SUBSCRIPTION)
             header["subscription"] = sub_string
         cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header)
         # the hottest RPC: straight to the pooled connection (MQClient.invoke adds two coroutine

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..config import DLQ_PREFIX, RETRY_PREFIX
+from ..config import retry_topic
 from ..errors import RocketMQError
 from ..message import (
     PROPERTY_DELAY,
@@ -36,14 +36,6 @@ log = logging.getLogger(__name__)
 
 SEND_BACK_TIMEOUT = 5.0  # Java sendMessageBack RPC timeout
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 class SendBack:
