@@ -77,6 +77,7 @@ log "airflow dags test rocketmq_window_to_spark (sensor -> window -> spark-submi
 airflow dags test rocketmq_window_to_spark >"$work/dags-test.log" 2>&1 || fail "airflow dags test failed"
 
 # -- 4. real counts: rows in the Spark output, lag from the admin API -------------------------
+grep -ho 'load_window: windows=[0-9]* rows_in=[0-9]* rows_out=[0-9]* duplicates=[0-9]*' "$work/dags-test.log" | head -n 1 | sed 's/^/demo.sh: spark /' >&2 || true
 read -r loaded lag < <(python - "$work/output" "$namesrv" "$group" "$topic" <<'EOF'
 import sys
 
@@ -86,9 +87,16 @@ from airflow_provider_rocketmq.client import Admin, ClientConfig
 
 output, namesrv, group, topic = sys.argv[1:5]
 try:
-    rows = ds.dataset(output, format="parquet", partitioning="hive").count_rows()
+    dataset = ds.dataset(output, format="parquet", partitioning="hive")
+    rows = dataset.count_rows()
 except (FileNotFoundError, ValueError):
-    rows = 0
+    dataset, rows = None, 0
+if rows:  # show what was loaded (stderr: stdout carries the counts)
+    table = dataset.head(3, columns=["window_id", "broker", "queue_id", "queue_offset", "tags", "body"])
+    for r in table.to_pylist():
+        body = r["body"] if isinstance(r["body"], str) else repr(r["body"])
+        print(f"demo.sh: loaded row window={r['window_id']} {r['broker']}/{r['queue_id']}@{r['queue_offset']} "
+              f"tags={r['tags']} body={body[:60]}", file=sys.stderr)
 with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
     lag = admin.lag(group, topic).total_lag
 print(rows, lag)
