@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..config import RETRY_PREFIX
-from ..message import MessageExt
+from ..message import PROPERTY_RETRY_TOPIC, MessageExt
 from ..queue import MessageQueue
 from .listener import Listener, OrderlyContext, is_async_listener, orderly_ok
 from .process_queue import ProcessQueue
@@ -157,7 +157,7 @@ class OrderlyConsumeService:
                     return
                 for m in msgs:
                     if m.topic.startswith(RETRY_PREFIX):
-                        original = m.properties.get("RETRY_TOPIC")
+                        original = m.properties.get(PROPERTY_RETRY_TOPIC)
                         if original:
                             m.topic = original
                 ctx = OrderlyContext(mq)
