@@ -4,7 +4,8 @@ NOTIFY_CONSUMER_IDS_CHANGED wakes the rebalancer; RESET_CONSUMER_CLIENT_OFFSET
 moves offsets (body in fastjson object-key form or the C++ list form);
 GET_CONSUMER_RUNNING_INFO answers a Java-compatible ConsumerRunningInfo (fastjson
 object keys for ``mqTable``); CONSUME_MESSAGE_DIRECTLY runs the listener on one
-message; GET_CONSUMER_STATUS_FROM_CLIENT reports offsets.
+message; GET_CONSUMER_STATUS_FROM_CLIENT reports the in-memory offsets of the asked topic
+(an empty table when the asked group is not this consumer's, like Java).
 """
 
 from __future__ import annotations
@@ -105,8 +106,10 @@ def register_handlers(core: ConsumerCore) -> None:
                                  language="PYTHON")
 
     async def consumer_status(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        topic = core.config.with_namespace(cmd.ext.get("topic", ""))
-        table = core.offset_store.clone_offset_table(topic) if core.offset_store else {}
+        # Java MQClientInstance.getConsumerStatus: an empty table for a group this client does not run
+        table: dict[MessageQueue, int] = {}
+        if mine(cmd, "group") and core.offset_store is not None:
+            table = core.offset_store.clone_offset_table(core.config.with_namespace(cmd.ext.get("topic", "")))
         body = fastjson.dumps({"messageQueueTable": dict(sorted(table.items()))}).encode()
         return cmd.make_response(ResponseCode.SUCCESS, body=body, language="PYTHON")
 

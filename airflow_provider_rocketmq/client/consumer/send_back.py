@@ -88,7 +88,8 @@ class SendBack:
     async def _send_as_new(self, msg: MessageExt, delay_level: int) -> None:
         core = self.core
         props = dict(msg.properties)
-        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        # the topic as the broker knows it (namespaced), as Java and the broker's own send-back store it
+        props.setdefault(PROPERTY_RETRY_TOPIC, core.client.ns(msg.topic))
         props[PROPERTY_ORIGIN_MESSAGE_ID] = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or msg.msg_id
         reconsume = msg.reconsume_times + 1
         max_times = self.max_reconsume_times()
