@@ -299,8 +299,11 @@ class MessageExt:
                 f"tags={self.tags!r}, reconsume_times={self.reconsume_times}, body={len(self.body)}B)")
 
 
-def decode_messages(data: bytes, *, decompress_body: bool = True) -> list[MessageExt]:
-    """Decode a concatenation of stored-message records (a pull response body)."""
+def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: str = "") -> list[MessageExt]:
+    """Decode a concatenation of stored-message records (a pull response body).
+
+    ``broker_name`` (not part of the record) is stamped on every message.
+    """
     out: list[MessageExt] = []
     append = out.append
     pos = 0
@@ -321,7 +324,7 @@ def decode_messages(data: bytes, *, decompress_body: bool = True) -> list[Messag
             raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
         m = new(MessageExt)
         m._properties = None
-        m.broker_name = ""
+        m.broker_name = broker_name
         try:
             if not sys_flag & 0x30:
                 (_, _, _, _, _, _, _, _, _, bip, bport, store_ts, sip, sport, reconsume, prep,

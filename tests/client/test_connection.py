@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from airflow_provider_rocketmq.client.errors import (
+    ClientStateError,
     ConnectionClosedError,
     ProtocolError,
     RequestTimeoutError,
@@ -16,6 +17,7 @@ from airflow_provider_rocketmq.client.remoting.command import SERIALIZE_ROCKETMQ
 from airflow_provider_rocketmq.client.remoting.connection import (
     ConnectionPool,
     RemotingProtocol,
+    next_opaque,
     open_connection,
 )
 
@@ -268,3 +270,86 @@ async def test_connect_refused_is_typed() -> None:
     await peer.stop()
     with pytest.raises(ConnectionClosedError, match="cannot connect"):
         await open_connection(addr, timeout=2)
+
+
+# -- start_request / start_encoded: timer-free waits, writes of one loop iteration coalesced -----
+
+
+async def test_requests_started_in_one_iteration_go_out_in_one_write() -> None:
+    peer = await _echo_peer()
+    conn = await open_connection(peer.addr)
+    assert conn.transport is not None
+    writes: list[bytes] = []
+    real_write = conn.transport.write
+    conn.transport.write = lambda data: (writes.append(bytes(data)), real_write(data))[1]  # type: ignore[method-assign]
+    try:
+        cmds = [RemotingCommand.request(ECHO, {"id": str(i)}) for i in range(2)]
+        futs = [conn.start_request(c) for c in cmds]
+        encoded = RemotingCommand.request(ECHO, {"id": "2"})
+        encoded.opaque = next_opaque()
+        futs.append(conn.start_encoded(encoded.opaque, encoded.encode()))
+        assert writes == []  # nothing written before this iteration ends
+        answers = await asyncio.wait_for(asyncio.gather(*futs), 10)
+        assert [a.ext["id"] for a in answers] == ["0", "1", "2"]
+        assert [a.opaque for a in answers] == [cmds[0].opaque, cmds[1].opaque, encoded.opaque]
+        assert writes == [cmds[0].encode() + cmds[1].encode() + encoded.encode()]
+        for c in [*cmds, encoded]:
+            conn.forget(c.opaque)
+        assert conn._pending == {}
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_a_forgotten_request_ignores_its_late_answer() -> None:
+    gate = asyncio.Event()
+    peer = await _echo_peer({"late": gate, "next": gate})
+    conn = await open_connection(peer.addr)
+    try:
+        cmd = RemotingCommand.request(ECHO, {"id": "late"})
+        fut = conn.start_request(cmd)
+        await peer.wait_received(1)
+        conn.forget(cmd.opaque)  # what a caller does once it stops waiting (its own timeout)
+        fut.cancel()
+        gate.set()
+        answer = await conn.request(RemotingCommand.request(ECHO, {"id": "next"}), 10)
+        assert answer.ext["id"] == "next"  # the late answer was dropped, the connection is fine
+        assert conn._pending == {}
+    finally:
+        await conn.close()
+        await peer.stop()
+
+
+async def test_started_request_fails_when_the_peer_closes_and_closed_connections_refuse() -> None:
+    never = asyncio.Event()
+    peer = await _echo_peer({"x": never})
+    conn = await open_connection(peer.addr)
+    try:
+        fut = conn.start_request(RemotingCommand.request(ECHO, {"id": "x"}))
+        await peer.wait_received(1)
+        await peer.stop()
+        with pytest.raises(ConnectionClosedError):
+            await asyncio.wait_for(fut, 10)
+        with pytest.raises(ConnectionClosedError):
+            conn.start_request(RemotingCommand.request(ECHO, {"id": "y"}))
+        with pytest.raises(ConnectionClosedError):
+            conn.start_encoded(next_opaque(), b"")
+    finally:
+        await conn.close()
+
+
+async def test_signed_connection_signs_started_requests_and_refuses_rendered_frames() -> None:
+    peer = await _echo_peer()
+    hook = AclHook("ak", "sk")
+    conn = await open_connection(peer.addr, rpc_hook=hook)
+    try:
+        cmd = RemotingCommand.request(ECHO, {"id": "s"})
+        answer = await asyncio.wait_for(conn.start_request(cmd), 10)
+        conn.forget(cmd.opaque)
+        assert answer.ext["id"] == "s"
+        assert peer.received[-1].ext["AccessKey"] == "ak" and "Signature" in peer.received[-1].ext
+        with pytest.raises(ClientStateError, match="rpc_hook"):
+            conn.start_encoded(next_opaque(), cmd.encode())
+    finally:
+        await conn.close()
+        await peer.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,10 @@ import pytest
 from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
 from airflow_provider_rocketmq.client.consumer.core import ConsumerCore
 from airflow_provider_rocketmq.client.consumer.offset_store import RemoteBrokerOffsetStore
+from airflow_provider_rocketmq.client.consumer.pull_frame import PullFrame
+from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
 from airflow_provider_rocketmq.client.queue import MessageQueue
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 
 VECTORS = Path("/work/shared/protocol/vectors/push_concurrent.jsonl")
 
@@ -30,13 +33,15 @@ def java_frames(code: int) -> list[dict[str, Any]]:
 
 class CapturingClient:
     """Stands in for MQClient and its pooled connection where only the frame matters (no broker
-    could tell us its shape)."""
+    could tell us its shape). Pulls arrive pre-rendered (start_encoded) on an unsigned connection
+    and as commands (start_request) on a signed one; both are captured as decoded frames."""
 
     is_closed = False
 
-    def __init__(self) -> None:
+    def __init__(self, signed: bool = False) -> None:
         self.sent: list[RemotingCommand] = []
         self.pool = self
+        self.rpc_hook = (lambda cmd: None) if signed else None
 
     def broker_addr(self, name: str, broker_id: int = 0, exact: bool = False) -> str:
         return "127.0.0.1:1"
@@ -44,22 +49,40 @@ class CapturingClient:
     async def get(self, addr: str) -> CapturingClient:
         return self
 
-    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    def _answer(self, frame: bytes) -> asyncio.Future[RemotingCommand]:
+        cmd = decode_frame(frame)
         self.sent.append(cmd)
-        return cmd.make_response(19, {"nextBeginOffset": "0"})
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        fut.set_result(cmd.make_response(19, {"nextBeginOffset": "0"}))
+        return fut
+
+    def start_encoded(self, opaque: int, frame: bytes) -> asyncio.Future[RemotingCommand]:
+        assert self.rpc_hook is None
+        return self._answer(frame)
+
+    def start_request(self, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+        assert self.rpc_hook is not None
+        cmd.opaque = 7
+        return self._answer(cmd.encode())
+
+    def forget(self, opaque: int) -> None:
+        pass
 
 
-async def test_pull_header_fields_and_commit_sysflag_match_java() -> None:
+@pytest.mark.parametrize("signed", [False, True], ids=["rendered", "signed"])
+async def test_pull_header_fields_and_commit_sysflag_match_java(signed: bool) -> None:
     java = java_frames(11)
     java_keys = {frozenset(json.loads(r["header"])["extFields"]) for r in java}
     core = ConsumerCore("cap_push_group", ConsumerConfig(namesrv_addr="127.0.0.1:9876"))
-    client = CapturingClient()
+    client = CapturingClient(signed)
     core.client = client  # type: ignore[assignment]
     core.offset_store = RemoteBrokerOffsetStore(client, "cap_push_group")  # type: ignore[arg-type]
     mq = MessageQueue("CapProducerTopic3", "broker-a", 2)
-    await core.pull._pull(mq, 1, 32, 1795244539999, "*", "TAG")  # nothing consumed yet
+    sub = build_subscription(mq.topic, "*")
+    sub.sub_version = 1795244539999
+    await core.pull._pull(mq, 1, 32, sub)  # nothing consumed yet
     core.offset_store.update_offset(mq, 1)
-    await core.pull._pull(mq, 1, 32, 1795244539999, "*", "TAG")
+    await core.pull._pull(mq, 1, 32, sub)
     ours = [c.ext for c in client.sent]
     assert {frozenset(e) for e in ours} <= java_keys
     assert (ours[0]["sysFlag"], ours[0]["commitOffset"]) == ("2", "0")
@@ -67,6 +90,9 @@ async def test_pull_header_fields_and_commit_sysflag_match_java() -> None:
     java_70 = next(json.loads(r["header"])["extFields"] for r in java if r["index"] == 70)
     assert {k: ours[1][k] for k in java_70 if k != "subVersion"} == \
         {k: v for k, v in java_70.items() if k != "subVersion"}
+    assert ours[1]["subVersion"] == "1795244539999"
+    assert client.sent[0].code == 11 and not client.sent[0].is_response
+    assert core.pull._waiting == {}  # nothing left for the timeout sweep
 
 
 def test_heartbeat_body_shape_matches_java() -> None:
@@ -84,3 +110,19 @@ def test_heartbeat_body_shape_matches_java() -> None:
         {k: v for k, v in j_sub.items() if k != "subVersion"}
     assert o_consumer["consumeFromWhere"] == j_consumer["consumeFromWhere"] == "CONSUME_FROM_FIRST_OFFSET"
     assert ours["producerDataSet"] == [{"groupName": "CLIENT_INNER_PRODUCER"}]
+
+
+@pytest.mark.parametrize("const", [
+    {"consumerGroup": "g", "topic": "T", "queueId": "0", "suspendTimeoutMillis": "15000",
+     "expressionType": "TAG", "bname": "broker-a"},
+    {"consumerGroup": 'ns1%g"q', "topic": "标签\\t", "queueId": "7", "suspendTimeoutMillis": "1",
+     "expressionType": "SQL92", "bname": "b\u2028c"},
+], ids=["plain", "escapes"])
+@pytest.mark.parametrize("subscription", [None, 'a || b "q" 值'], ids=["no_sub", "sub"])
+def test_rendered_pull_frame_equals_the_command_encoding(const: dict[str, str], subscription: str | None) -> None:
+    frame = PullFrame(const)
+    for numbers in ((0, 32, 2, 0, 1), (2**40, 1, 7, 2**40 - 1, 1795244539999)):
+        cmd = RemotingCommand(11, frame.fields(*numbers, subscription))
+        cmd.opaque = 2**31 - 1
+        assert frame.render(cmd.opaque, *numbers, subscription) == cmd.encode()
+        assert decode_frame(cmd.encode()).ext == cmd.ext_fields

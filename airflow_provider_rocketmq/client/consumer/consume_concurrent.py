@@ -161,7 +161,7 @@ class ConcurrentConsumeService:
     def _poll_results(self) -> None:
         self._poll_timer = None
         if self.pool is not None and self.pool.pending():
-            self.pool.kick()  # batches still wait: bring in one more worker (slow listeners ramp up)
+            self.pool.grow()  # batches still wait: one more worker if the awake ones are stuck
         if self._results:
             self._drain_results()
             self._poll_interval = RESULT_POLL_MIN

@@ -4,9 +4,16 @@
 Condition) per task and may wake a thread for every submit. Here a task is a
 plain tuple appended to a deque, and each worker sleeps on its own binary lock:
 waking one is a single ``lock.release()`` (one futex call), with no Condition
-and no mutex on the submitting side. Only `kick()` wakes sleepers, so the owner
-decides how many batches share one wake-up; a woken worker drains the deque
-before it sleeps again.
+and no mutex on the submitting side. Only `kick()` and `grow()` wake sleepers,
+so the owner decides how many batches share one wake-up; a woken worker drains
+the deque before it sleeps again.
+
+Under the GIL a second awake worker cannot run listeners any faster; it only
+fights the first one (and the event loop) for the interpreter. So `kick()`
+wakes a worker only when all of them sleep, and `grow()` adds one when the
+awake workers took no task since the previous call - they are blocked in slow
+listeners (I/O releases the GIL), which is when more threads do help, up to
+``size`` like Java's consumeThreadMax.
 
 Lost wake-ups are impossible because both sides "publish, then look" under the
 GIL: a worker appends its lock to ``_sleepers`` *before* its last look at the
@@ -31,6 +38,9 @@ class ConsumePool:
         self._work: collections.deque[tuple[Callable[..., Any], tuple[Any, ...]]] = collections.deque()
         self._sleepers: collections.deque[threading.Lock] = collections.deque()
         self._closed = False
+        self._size = size
+        self.taken = 0
+        self._taken_seen = -1
         self._threads = [threading.Thread(target=self._main, name=f"{name}_{i}", daemon=True)
                          for i in range(size)]
         for t in self._threads:
@@ -44,13 +54,26 @@ class ConsumePool:
         return len(self._work)
 
     def kick(self) -> None:
-        """Wake one sleeping worker if there is work (deque operations are atomic under the GIL)."""
-        if self._work:
-            try:
-                lock = self._sleepers.popleft()
-            except IndexError:
-                return  # every worker is awake and will reach the new work
-            lock.release()
+        """Wake a worker if work waits and every worker sleeps (an awake one drains the deque)."""
+        if self._work and len(self._sleepers) == self._size:
+            self._wake()
+
+    def grow(self) -> None:
+        """Wake one more worker if work waits and the awake ones took no task since the previous call.
+
+        With every worker asleep there is nobody to be stuck: waking is `kick`'s business.
+        """
+        taken = self.taken
+        if self._work and taken == self._taken_seen and len(self._sleepers) < self._size:
+            self._wake()
+        self._taken_seen = taken
+
+    def _wake(self) -> None:
+        try:
+            lock = self._sleepers.pop()  # the most recent sleeper: its thread is the warmest
+        except IndexError:
+            return  # every worker is awake and will reach the new work
+        lock.release()
 
     def _main(self) -> None:
         work = self._work
@@ -60,6 +83,7 @@ class ConsumePool:
         while not self._closed:
             try:
                 fn, args = work.popleft()
+                self.taken += 1  # a progress hint for grow(); a rare lost increment is harmless
             except IndexError:
                 sleepers.append(me)
                 if work or self._closed:  # work arrived between the pop and the append

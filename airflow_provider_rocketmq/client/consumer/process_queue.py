@@ -121,6 +121,11 @@ class ProcessQueue:
         """Last cached offset minus first (0 when fewer than two messages)."""
         if self.cached_count < 2:
             return 0
+        batches = self.batches.values()
+        first = next(iter(batches))
+        last = next(reversed(batches))
+        if first.gone is None and last.gone is None:  # the common case: untouched batches
+            return last.msgs[-1].queue_offset - first.msgs[first.head].queue_offset
         return self.max_offset() - self.min_offset()
 
     def min_offset(self) -> int:
@@ -140,12 +145,12 @@ class ProcessQueue:
     # -- concurrent mode -------------------------------------------------------------
     def put_messages(self, msgs: Sequence[MessageExt]) -> int:
         """Cache a pulled batch; returns how many were new. Duplicates (after a seek) are skipped."""
-        self.last_pull_time = time.monotonic()
+        # last_pull_time is the pull loop's business (it stamps every answer, empty ones too)
         if not msgs:
             return 0
         last = msgs[-1].queue_offset
         if not self.cached_count or msgs[0].queue_offset > self.queue_offset_max:
-            batch = msgs if isinstance(msgs, list) else list(msgs)
+            batch = msgs if msgs.__class__ is list else list(msgs)
         else:
             seen = set(self._index())
             batch = []
@@ -156,9 +161,7 @@ class ProcessQueue:
         self.queue_offset_max = max(self.queue_offset_max, last)
         if not batch:
             return 0
-        size = 0
-        for m in batch:
-            size += len(m.body)
+        size = sum([len(m.body) for m in batch])
         self.msg_size += size
         if batch is not msgs and self.batches and batch[0].queue_offset < self.max_offset():
             # offsets older than cached ones (a re-read after a seek): merge everything into one
@@ -211,10 +214,10 @@ class ProcessQueue:
             if not b.live:
                 del batches[b.key]
 
-    def begin_batch(self, msgs: Sequence[MessageExt]) -> int:
+    def begin_batch(self, msgs: Sequence[MessageExt], now: float | None = None) -> int:
         """Record when a batch went to the listener (consume-timeout cleaner); returns its token."""
         self._inflight_seq += 1
-        self.inflight[self._inflight_seq] = (time.monotonic(), msgs)
+        self.inflight[self._inflight_seq] = (time.monotonic() if now is None else now, msgs)
         return self._inflight_seq
 
     def end_batch(self, token: int) -> None:

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..config import RETRY_PREFIX
-from ..errors import MessageDecodeError, RocketMQError
+from ..errors import MessageDecodeError, RequestTimeoutError, RocketMQError
 from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages
 from ..queue import MessageQueue
 from ..remoting.codes import (
@@ -26,8 +26,10 @@ from ..remoting.codes import (
     ResponseCode,
 )
 from ..remoting.command import RemotingCommand
-from ..remoting.connection import RemotingProtocol
+from ..remoting.connection import RemotingProtocol, next_opaque
 from .process_queue import ProcessQueue
+from .pull_frame import PullFrame
+from .subscription import SubscriptionData
 
 if TYPE_CHECKING:
     from .core import ConsumerCore
@@ -39,6 +41,7 @@ DELAY_FLOW_CONTROL = 0.05  # local thresholds exceeded (Java PULL_TIME_DELAY_MIL
 DELAY_BROKER_FLOW_CONTROL = 0.02  # broker answered FLOW_CONTROL (215)
 DELAY_SUSPENDED = 1.0  # consumer paused
 DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset (lets in-flight work settle)
+SWEEP_INTERVAL = 1.0  # how often overdue long polls are failed (their timeout is tens of seconds)
 
 
 class PullService:
@@ -50,8 +53,12 @@ class PullService:
         self.next_offsets: dict[MessageQueue, int] = {}
         self.suggested_broker: dict[MessageQueue, int] = {}
         self.stop_offsets: dict[MessageQueue, int] = {}
-        self._headers: dict[MessageQueue, dict[str, str]] = {}
+        self._frames: dict[MessageQueue, PullFrame] = {}
         self._conns: dict[str, RemotingProtocol] = {}
+        # in-flight long polls: deadline and response future, failed by one periodic sweep
+        # rather than a timer per pull
+        self._waiting: dict[int, tuple[float, asyncio.Future[RemotingCommand], MessageQueue]] = {}
+        self._sweeper: asyncio.Task[None] | None = None
         self.threshold_count = core.config.pull_threshold_for_queue
         self.threshold_bytes = core.config.pull_threshold_size_for_queue * 1024 * 1024
         self.pulls = 0
@@ -61,7 +68,10 @@ class PullService:
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         self.stop_queue(mq)
         self.next_offsets[mq] = offset
-        self.tasks[mq] = asyncio.get_running_loop().create_task(self._loop(mq, pq), name=f"pull {mq}")
+        loop = asyncio.get_running_loop()
+        self.tasks[mq] = loop.create_task(self._loop(mq, pq), name=f"pull {mq}")
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep(), name="pull timeouts")
 
     def stop_queue(self, mq: MessageQueue) -> None:
         task = self.tasks.pop(mq, None)
@@ -71,6 +81,10 @@ class PullService:
     async def stop_all(self) -> None:
         tasks = list(self.tasks.values())
         self.tasks.clear()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            tasks.append(self._sweeper)
+            self._sweeper = None
         for t in tasks:
             t.cancel()
         if tasks:
@@ -86,6 +100,7 @@ class PullService:
         sub = core.subscriptions.get(mq.topic)
         delay = 0.0
         previously_locked = False
+        rewrite = mq.topic.startswith(RETRY_PREFIX) or bool(cfg.namespace)  # see _prepare
         # concurrent mode: settle finished batches before judging flow control (no wake-up needed)
         results = getattr(core.consume, "_results", None)
         drain = getattr(core.consume, "_drain_results", None)
@@ -130,8 +145,7 @@ class PullService:
             if sub is None:
                 return
             try:
-                resp = await self._pull(mq, offset, max_nums, sub.sub_version, sub.sub_string,
-                                        sub.expression_type)
+                resp = await self._pull(mq, offset, max_nums, sub)
             except asyncio.CancelledError:
                 raise
             except RocketMQError as exc:
@@ -157,7 +171,7 @@ class PullService:
                 self.suggested_broker[mq] = suggest
             if code == ResponseCode.SUCCESS:
                 try:
-                    msgs = decode_messages(resp.body or b"")
+                    msgs = decode_messages(resp.body or b"", broker_name=mq.broker_name)
                 except MessageDecodeError as exc:
                     # a corrupt body must not be skipped silently nor retried forever at full speed
                     log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
@@ -168,7 +182,7 @@ class PullService:
                     if msgs and msgs[-1].queue_offset >= stop:
                         msgs = [m for m in msgs if m.queue_offset < stop]
                 self.next_offsets[mq] = next_begin
-                if msgs:
+                if msgs and (rewrite or sub.tags_set):
                     msgs = self._prepare(mq, msgs, sub.tags_set)
                 if not msgs:
                     continue
@@ -202,54 +216,67 @@ class PullService:
                     log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
                 delay = cfg.pull_time_delay_when_exception
 
-    async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, sub_version: int, sub_string: str,
-                    expression_type: str) -> RemotingCommand:
+    async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, sub: SubscriptionData) -> RemotingCommand:
         core = self.core
         cfg = core.config
         client = core.client
         broker_id = self.suggested_broker.get(mq, 0)
         addr = client.broker_addr(mq.broker_name, broker_id)
-        commit = core.offset_store.memory_offset(mq) if cfg.clustering else -1
-        flag = PULL_FLAG_SUSPEND
-        if commit > 0 and cfg.enable_offset_commit and broker_id == 0:
-            flag |= PULL_FLAG_COMMIT_OFFSET
-        base = self._headers.get(mq)
-        if base is None:  # the per-queue constant part, stringified once (extFields are strings)
-            base = self._headers[mq] = {
-                "consumerGroup": core.ns_group, "topic": mq.topic, "queueId": str(mq.queue_id),
-                "suspendTimeoutMillis": str(int(cfg.broker_suspend_max_time * 1000)),
-                "expressionType": expression_type, "bname": mq.broker_name}
-        header = base.copy()
-        header["queueOffset"] = str(offset)
-        header["maxMsgNums"] = str(max_nums)
-        header["sysFlag"] = str(flag)
-        header["commitOffset"] = str(max(0, commit))
-        header["subVersion"] = str(sub_version)
-        if cfg.post_subscription_when_pull:
-            header["sysFlag"] = str(flag | PULL_FLAG_SUBSCRIPTION)
-            header["subscription"] = sub_string
-        cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header)
         # the hottest RPC: straight to the pooled connection (MQClient.invoke adds two coroutine
         # layers per pull); the pool applies the same ACL hook and reconnects a closed connection
         conn = self._conns.get(addr)
         if conn is None or conn.is_closed:
             conn = self._conns[addr] = await client.pool.get(addr)
-        return await conn.request(cmd, cfg.consumer_timeout_when_suspend)
+        commit = core.offset_store.memory_offset(mq) if cfg.clustering else -1
+        flag = PULL_FLAG_SUSPEND
+        if commit > 0 and cfg.enable_offset_commit and broker_id == 0:
+            flag |= PULL_FLAG_COMMIT_OFFSET
+        subscription = None
+        if cfg.post_subscription_when_pull:
+            flag |= PULL_FLAG_SUBSCRIPTION
+            subscription = sub.sub_string
+        frame = self._frames.get(mq)
+        if frame is None:  # the per-queue constant part (extFields are strings)
+            frame = self._frames[mq] = PullFrame({
+                "consumerGroup": core.ns_group, "topic": mq.topic, "queueId": str(mq.queue_id),
+                "suspendTimeoutMillis": str(int(cfg.broker_suspend_max_time * 1000)),
+                "expressionType": sub.expression_type, "bname": mq.broker_name})
+        commit = max(0, commit)
+        if conn.rpc_hook is None:
+            opaque = next_opaque()
+            fut = conn.start_encoded(opaque, frame.render(opaque, offset, max_nums, flag, commit,
+                                                          sub.sub_version, subscription))
+        else:  # a signing hook needs the command itself
+            cmd = RemotingCommand(RequestCode.PULL_MESSAGE,
+                                  frame.fields(offset, max_nums, flag, commit, sub.sub_version, subscription))
+            fut = conn.start_request(cmd)
+            opaque = cmd.opaque
+        self._waiting[opaque] = (core.now() + cfg.consumer_timeout_when_suspend, fut, mq)
+        try:
+            return await fut
+        finally:
+            conn.forget(opaque)
+            del self._waiting[opaque]
+
+    async def _sweep(self) -> None:
+        timeout = self.core.config.consumer_timeout_when_suspend
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            now = self.core.now()
+            for deadline, fut, mq in list(self._waiting.values()):
+                if now > deadline and not fut.done():
+                    fut.set_exception(RequestTimeoutError(
+                        f"no response to the pull of {mq} within {timeout:.1f}s"))
 
     def _prepare(self, mq: MessageQueue, msgs: list[MessageExt], tags: frozenset[str]) -> list[MessageExt]:
-        """Exact tag re-filter (hash collisions), broker name, original topic of retries."""
+        """Exact tag re-filter (hash collisions), original topic of retries, namespace."""
         if tags:
             msgs = [m for m in msgs if m.tags in tags]
-        broker = mq.broker_name
         if mq.topic.startswith(RETRY_PREFIX):
             for m in msgs:
-                m.broker_name = broker
                 original = m.properties.get(PROPERTY_RETRY_TOPIC)
                 if original:
                     m.topic = original
-        else:
-            for m in msgs:
-                m.broker_name = broker
         ns = self.core.config.namespace
         if ns:
             strip = self.core.config.without_namespace

@@ -38,6 +38,7 @@ _I = struct.Struct(">i")
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _loads = json.JSONDecoder(strict=False).decode
+json_text = _dumps  # the header encoder's JSON, for callers that pre-render frames
 
 
 def _ext_str(value: Any) -> str:

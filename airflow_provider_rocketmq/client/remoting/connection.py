@@ -14,7 +14,13 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable
 
-from ..errors import ConnectionClosedError, ProtocolError, RequestTimeoutError, RocketMQError
+from ..errors import (
+    ClientStateError,
+    ConnectionClosedError,
+    ProtocolError,
+    RequestTimeoutError,
+    RocketMQError,
+)
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from .command import FrameDecoder, RemotingCommand
 
@@ -51,6 +57,8 @@ class RemotingProtocol(asyncio.Protocol):
         self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._close_cause: BaseException | None = None
         self.attrs: dict[str, object] = {}  # per-connection state owned by the handlers' side
+        self._batched: list[bytes] | None = None  # frames queued by start_request, written together
+        self._loop = asyncio.get_running_loop()
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -151,6 +159,53 @@ class RemotingProtocol(asyncio.Protocol):
             ) from None
         finally:
             self._pending.pop(cmd.opaque, None)
+
+    def start_request(self, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+        """Send a request and return the future of its response, with no timer attached.
+
+        For callers that bound many long waits with one periodic sweep (the
+        consumer's long-poll pulls) instead of a timer per request. The caller
+        must call `forget` once it stops waiting. Requests started in one loop
+        iteration are written together at the start of the next one.
+        """
+        if self.is_closed:
+            raise ConnectionClosedError(f"connection {self.name or self.peer} is closed")
+        cmd.opaque = next_opaque()
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
+        return self._start(cmd.opaque, cmd.encode())
+
+    def start_encoded(self, opaque: int, frame: bytes) -> asyncio.Future[RemotingCommand]:
+        """`start_request` for a frame the caller rendered itself with ``opaque`` (from `next_opaque`).
+
+        Only for unsigned connections: an rpc_hook must see every request as a command.
+        """
+        if self.rpc_hook is not None:
+            raise ClientStateError("a connection with an rpc_hook needs start_request()")
+        if self.is_closed:
+            raise ConnectionClosedError(f"connection {self.name or self.peer} is closed")
+        return self._start(opaque, frame)
+
+    def _start(self, opaque: int, frame: bytes) -> asyncio.Future[RemotingCommand]:
+        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self._pending[opaque] = fut
+        # Requests started in one loop iteration (pull loops woken by one read) go out in a
+        # single write at the start of the next iteration: one send() instead of several.
+        if self._batched is None:
+            self._batched = [frame]
+            self._loop.call_soon(self._write_batched)
+        else:
+            self._batched.append(frame)
+        return fut
+
+    def _write_batched(self) -> None:
+        frames, self._batched = self._batched, None
+        if frames and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    def forget(self, opaque: int) -> None:
+        """Stop tracking a request started with `start_request` (a late response is ignored)."""
+        self._pending.pop(opaque, None)
 
     def oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()
