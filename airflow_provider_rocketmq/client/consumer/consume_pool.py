@@ -13,7 +13,8 @@ fights the first one (and the event loop) for the interpreter. So `kick()`
 wakes a worker only when all of them sleep, and `grow()` adds one when the
 awake workers took no task since the previous call - they are blocked in slow
 listeners (I/O releases the GIL), which is when more threads do help, up to
-``size`` like Java's consumeThreadMax.
+``size`` (consume_thread_min: with an unbounded queue Java's pool never grows
+past its core size either).
 
 Lost wake-ups are impossible because both sides "publish, then look" under the
 GIL: a worker appends its lock to ``_sleepers`` *before* its last look at the
