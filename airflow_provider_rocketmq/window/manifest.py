@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -97,28 +97,20 @@ class WindowManifest:
                                 f"(expected {MANIFEST_VERSION})", path=path)
         queues_raw = _get(data, "queues", list, path)
         files_raw = _get(data, "files", list, path)
-        queues = []
-        for i, q in enumerate(queues_raw):
-            if not isinstance(q, dict):
-                raise ManifestError(f"queues[{i}]", "expected an object", path=path)
-            queues.append(QueueRange(
-                broker=_get(q, "broker", str, path, f"queues[{i}]."),
-                queue_id=_get(q, "queue_id", int, path, f"queues[{i}]."),
-                start_offset=_get(q, "start_offset", int, path, f"queues[{i}]."),
-                end_offset=_get(q, "end_offset", int, path, f"queues[{i}]."),
-                high_water=_get(q, "high_water", int, path, f"queues[{i}]."),
-                messages=_get(q, "messages", int, path, f"queues[{i}]."),
-            ))
-        files = []
-        for i, f in enumerate(files_raw):
-            if not isinstance(f, dict):
-                raise ManifestError(f"files[{i}]", "expected an object", path=path)
-            files.append(FileEntry(
-                path=_get(f, "path", str, path, f"files[{i}]."),
-                rows=_get(f, "rows", int, path, f"files[{i}]."),
-                bytes=_get(f, "bytes", int, path, f"files[{i}]."),
-                sha256=_get(f, "sha256", str, path, f"files[{i}]."),
-            ))
+        queues = [QueueRange(
+            broker=_get(q, "broker", str, path, at),
+            queue_id=_get(q, "queue_id", int, path, at),
+            start_offset=_get(q, "start_offset", int, path, at),
+            end_offset=_get(q, "end_offset", int, path, at),
+            high_water=_get(q, "high_water", int, path, at),
+            messages=_get(q, "messages", int, path, at),
+        ) for q, at in _objects(queues_raw, "queues", path)]
+        files = [FileEntry(
+            path=_get(f, "path", str, path, at),
+            rows=_get(f, "rows", int, path, at),
+            bytes=_get(f, "bytes", int, path, at),
+            sha256=_get(f, "sha256", str, path, at),
+        ) for f, at in _objects(files_raw, "files", path)]
         return cls(
             version=version,
             window_id=_get(data, "window_id", str, path),
@@ -132,6 +124,14 @@ class WindowManifest:
             messages=_get(data, "messages", int, path),
             bytes=_get(data, "bytes", int, path),
         )
+
+
+def _objects(items: list[Any], field: str, path: Any) -> Iterator[tuple[dict[str, Any], str]]:
+    """Each element of a list of JSON objects with its field prefix (``queues[3].``)."""
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ManifestError(f"{field}[{i}]", "expected an object", path=path)
+        yield item, f"{field}[{i}]."
 
 
 def _get(d: Mapping[str, Any], key: str, typ: type, path: Any, prefix: str = "") -> Any:

@@ -214,10 +214,10 @@ class ProcessQueue:
             if not b.live:
                 del batches[b.key]
 
-    def begin_batch(self, msgs: Sequence[MessageExt], now: float | None = None) -> int:
+    def begin_batch(self, msgs: Sequence[MessageExt]) -> int:
         """Record when a batch went to the listener (consume-timeout cleaner); returns its token."""
         self._inflight_seq += 1
-        self.inflight[self._inflight_seq] = (time.monotonic() if now is None else now, msgs)
+        self.inflight[self._inflight_seq] = (time.monotonic(), msgs)
         return self._inflight_seq
 
     def end_batch(self, token: int) -> None:
