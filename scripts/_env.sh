@@ -97,6 +97,7 @@ _rmq_install() {
         fi
     fi
     cd "${_rmq_root}" || return 1
+    _rmq_check_disk
     _rmq_log "installing the project with ${_rmq_extras} (${uv:-pip})"
     if [ -n "$uv" ]; then
         $uv pip install --quiet --python "${_rmq_venv}/bin/python" -e "${_rmq_extras}" >&2 || return 1
@@ -108,18 +109,36 @@ _rmq_install() {
 
 # Reinstall the full pyspark (same version, no deps) over whatever pyspark-client overwrote.
 # $1 = venv directory, $2 = uv command prefix or empty for pip. Also called by tests/spark.
+# Uninstall + install rather than uv's --reinstall-package: that flag implies a cache refresh,
+# which rebuilds pyspark's 450 MB sdist each time and leaves ~1.5 GB more in uv's cache per run
+# (a full disk broke CI). A plain install takes the wheel built the first time.
 _rmq_repair_pyspark() {
     local venv="$1" uv="${2:-}" ver
     ver="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("pyspark"))')" ||
         { _rmq_die "pyspark is not installed in $venv"; return 1; }
     _rmq_log "reinstalling pyspark==${ver} last (pyspark-client shares its package directory)"
     if [ -n "$uv" ]; then
-        $uv pip install --quiet --python "$venv/bin/python" --reinstall-package pyspark \
-            --no-deps "pyspark==${ver}" >&2
+        $uv pip uninstall --quiet --python "$venv/bin/python" pyspark >&2 &&
+            $uv pip install --quiet --python "$venv/bin/python" --no-deps "pyspark==${ver}" >&2
     else
+        # pip's --force-reinstall takes the wheel from pip's own cache, built once
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
             --no-deps "pyspark==${ver}" >&2
     fi
+}
+
+# Building pyspark's wheel from its sdist needs about 2.5 GB at peak (sdist, build tree, wheel,
+# unpacked copy); say so up front instead of failing half-way with ENOSPC.
+_rmq_check_disk() {
+    local dir free_kb need_kb=$((3 * 1024 * 1024))
+    command -v df >/dev/null 2>&1 && command -v awk >/dev/null 2>&1 || return 0
+    for dir in "${_rmq_root}" "${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}}"; do
+        [ -d "$dir" ] || dir="$(dirname "$dir")"
+        free_kb="$(df -Pk "$dir" 2>/dev/null | awk 'NR == 2 {print $4}')" || continue
+        [ -n "$free_kb" ] && [ "$free_kb" -lt "$need_kb" ] &&
+            _rmq_log "warning: only $((free_kb / 1024)) MiB free under $dir; building pyspark needs about 2.5 GB (free space or set UV_CACHE_DIR)"
+    done
+    return 0
 }
 
 _rmq_setup() {

@@ -65,13 +65,15 @@ def test_installs_once_then_reuses_until_pyproject_changes(scratch) -> None:
     first = _source(repo, stubs, os.environ["PATH"])
     assert first.returncode == 0, first.stderr
     calls = _uv_calls(log)
-    assert len(calls) == 2, calls
+    assert len(calls) == 3, calls
     assert "pip install" in calls[0] and "-e .[airflow,spark,compression,test]" in calls[0]
     # pyspark last, same version as installed, without touching its dependencies
     import importlib.metadata as md
 
-    assert "--reinstall-package pyspark" in calls[1] and f"pyspark=={md.version('pyspark')}" in calls[1]
-    assert "--no-deps" in calls[1]
+    assert calls[1].startswith("uv pip uninstall") and calls[1].endswith(" pyspark")
+    assert f"pyspark=={md.version('pyspark')}" in calls[2] and "--no-deps" in calls[2]
+    # uv's --reinstall* implies a cache refresh: pyspark's sdist would be rebuilt (~1.5 GB of cache) every time
+    assert not any("--reinstall" in c or "--refresh" in c for c in calls)
     out = dict(ln.split("=", 1) for ln in first.stdout.splitlines())
     import pyspark
 
@@ -88,11 +90,25 @@ def test_installs_once_then_reuses_until_pyproject_changes(scratch) -> None:
         fh.write("\n# a dependency changed\n")
     changed = _source(repo, stubs, os.environ["PATH"])
     assert changed.returncode == 0, changed.stderr
-    assert len(_uv_calls(log)) == 2
+    assert len(_uv_calls(log)) == 3
 
     log.write_text("")
     forced = _source(repo, stubs, os.environ["PATH"], ROCKETMQ_ENV_FORCE="1")
-    assert forced.returncode == 0 and len(_uv_calls(log)) == 2
+    assert forced.returncode == 0 and len(_uv_calls(log)) == 3
+
+
+def test_low_disk_space_is_reported_before_installing(scratch) -> None:
+    repo, stubs, log = scratch
+    # df reporting 200 MiB free wherever it is asked
+    (stubs / "df").write_text('#!/bin/sh\necho "Filesystem 1024-blocks Used Available Capacity Mounted on"\n'
+                              'echo "/dev/vda 1000000 800000 204800 80% /"\n')
+    (stubs / "df").chmod(0o755)
+    run = _source(repo, stubs, os.environ["PATH"])
+    assert run.returncode == 0, run.stderr
+    warnings = [ln for ln in run.stderr.splitlines() if "MiB free under" in ln]
+    assert any(f"only 200 MiB free under {repo}" in ln and "building pyspark needs about 2.5 GB" in ln
+               for ln in warnings), run.stderr
+    assert len(_uv_calls(log)) == 3  # a warning, not a refusal: the install still runs
 
 
 def test_failed_install_is_reported_and_not_stamped(scratch) -> None:
