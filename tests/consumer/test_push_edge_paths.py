@@ -210,7 +210,7 @@ def test_get_consumer_status_from_client_answers_each_members_offsets(cluster: T
 
 
 @pytest.mark.parametrize("send_back", ["broker", "fallback"])
-def test_namespace_end_to_end(cluster: TestCluster, send_back: str) -> None:
+def test_namespace_end_to_end(cluster: TestCluster, send_back: str, caplog: pytest.LogCaptureFixture) -> None:
     """Consumer and producer with namespace "ns1": the user sees ``NsTopic``; the broker holds
     ``ns1%NsTopic``, group ``ns1%g_ns``, its offsets, and a RECONSUME_LATER message in
     ``%RETRY%ns1%g_ns`` (sent back by the broker, or by the consumer's fallback send when the
@@ -257,6 +257,8 @@ def test_namespace_end_to_end(cluster: TestCluster, send_back: str) -> None:
             MessageQueue(topic, broker.name, q): broker.committed_offset(group, topic, q) for q in range(2)}
         if send_back == "fallback":
             assert c.stats()["fallback_sends"] == 1 and c.stats()["sent_back"] == 0
+            # the warning names the topic the message really went to
+            assert any(f"sending it to {retry} instead" in r.getMessage() for r in caplog.records), caplog.text
         else:
             assert c.stats()["sent_back"] == 1 and c.stats()["fallback_sends"] == 0
     finally:

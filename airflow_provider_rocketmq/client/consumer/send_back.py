@@ -75,13 +75,13 @@ class SendBack:
             return True
         except RocketMQError as exc:
             log.warning("CONSUMER_SEND_MSG_BACK of %s failed (%s); sending it to %s instead",
-                        msg.msg_id, exc, retry_topic(core.group))
+                        msg.msg_id, exc, retry_topic(core.ns_group))
         try:
             await self._send_as_new(msg, delay_level)
             self.fallback_sends += 1
             return True
         except RocketMQError as exc:
-            log.warning("fallback send of %s to %s failed: %s", msg.msg_id, retry_topic(core.group), exc)
+            log.warning("fallback send of %s to %s failed: %s", msg.msg_id, retry_topic(core.ns_group), exc)
             self.failures += 1
             return False
 
