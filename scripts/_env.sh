@@ -110,7 +110,7 @@ _rmq_install() {
 # Reinstall the full pyspark (same version, no deps) over whatever pyspark-client overwrote.
 # $1 = venv directory, $2 = uv command prefix or empty for pip. Also called by tests/spark.
 # Uninstall + install rather than uv's --reinstall-package: that flag implies a cache refresh,
-# which rebuilds pyspark's 450 MB sdist each time and leaves ~1.5 GB more in uv's cache per run
+# which rebuilds pyspark's 450 MB sdist each time and leaves ~1.4 GB more in uv's cache per run
 # (a full disk broke CI). A plain install takes the wheel built the first time.
 _rmq_repair_pyspark() {
     local venv="$1" uv="${2:-}" ver
