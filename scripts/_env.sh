@@ -3,8 +3,7 @@
 #
 # Creates or reuses the project's virtual environment in <repo>/.venv on a machine
 # that has only python3 (3.10+), then exports what the tests and the demo need:
-# PATH (.venv/bin first), SPARK_HOME, SPARK_LOCAL_IP, JAVA_HOME, PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON,
-# ROCKETMQ_VECTORS_DIR and ROCKETMQ_VECTORS (when the shared protocol vectors can be found).
+# PATH (.venv/bin first), SPARK_HOME, SPARK_LOCAL_IP, JAVA_HOME, PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON.
 #
 # Knobs (environment):
 #   ROCKETMQ_PYTHON=/path/python  interpreter for a new venv (default: python3.11, else python3)
@@ -179,21 +178,6 @@ _rmq_setup() {
     if [ -z "${JAVA_HOME:-}" ] && command -v java >/dev/null 2>&1; then
         JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"
         export JAVA_HOME
-    fi
-    # protocol vectors live outside the repo (../shared); a clone elsewhere falls back to /work/shared
-    if [ -z "${ROCKETMQ_VECTORS_DIR:-}" ]; then
-        local d="${_rmq_root}"
-        while [ "$d" != "/" ]; do
-            if [ -d "$d/shared/protocol/vectors" ]; then ROCKETMQ_VECTORS_DIR="$d/shared/protocol/vectors"; break; fi
-            d="$(dirname "$d")"
-        done
-        [ -z "${ROCKETMQ_VECTORS_DIR:-}" ] && [ -d /work/shared/protocol/vectors ] &&
-            ROCKETMQ_VECTORS_DIR=/work/shared/protocol/vectors
-        [ -n "${ROCKETMQ_VECTORS_DIR:-}" ] && export ROCKETMQ_VECTORS_DIR
-    fi
-    # tests/embedded reads the same directory under another name
-    if [ -z "${ROCKETMQ_VECTORS:-}" ] && [ -n "${ROCKETMQ_VECTORS_DIR:-}" ]; then
-        export ROCKETMQ_VECTORS="${ROCKETMQ_VECTORS_DIR}"
     fi
     return 0
 }

@@ -28,13 +28,13 @@ from airflow_provider_rocketmq.client.remoting.command import (
 )
 from airflow_provider_rocketmq.client.route import ClusterInfo, TopicRouteData
 
-from . import vectors
+import recorded_vectors as vectors
 
 RECORDS = vectors.all_records()
-FRAMES = [bytes.fromhex(r["frame_hex"]) for r in RECORDS] or [b"\x00\x00\x00\x08\x00\x00\x00\x02{}"]
+FRAMES = [bytes.fromhex(r["frame_hex"]) for r in RECORDS]
 BODIES = [f[4 + 4 + (int.from_bytes(f[4:8], "big") & 0xFFFFFF):] for f in FRAMES]
-MESSAGE_BODIES = [b for r, b in zip(RECORDS, BODIES) if (r.get("decoded") or {}).get("messages")] or [b""]
-JSON_BODIES = [b for r, b in zip(RECORDS, BODIES) if r["body_text"] and b[:1] == b"{"] or [b"{}"]
+MESSAGE_BODIES = [b for r, b in zip(RECORDS, BODIES) if (r.get("decoded") or {}).get("messages")]
+JSON_BODIES = [b for r, b in zip(RECORDS, BODIES) if r["body_text"] and b[:1] == b"{"]
 
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 

@@ -24,7 +24,7 @@ from airflow_provider_rocketmq.client.remoting.acl import sign
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
-from . import vectors
+import recorded_vectors as vectors
 from .peer import ScriptedPeer, route_body
 
 
@@ -209,7 +209,6 @@ async def test_tls_connection_with_self_signed_broker(tmp_path) -> None:  # type
         await broker.stop()
 
 
-@pytest.mark.skipif(not vectors.available(), reason="vectors not available")
 async def test_helpers_send_the_headers_java_recorded() -> None:
     """Our requests carry exactly the extFields the Java 4.9.7 client/tools sent (ACL fields aside)."""
     from airflow_provider_rocketmq.client.admin import AsyncAdmin
@@ -255,7 +254,6 @@ async def test_helpers_send_the_headers_java_recorded() -> None:
         await broker.stop()
 
 
-@pytest.mark.skipif(not vectors.available(), reason="vectors not available")
 async def test_heartbeat_body_is_the_recorded_java_body() -> None:
     from airflow_provider_rocketmq.client.remoting.command import decode_frame
 
@@ -275,7 +273,6 @@ async def test_heartbeat_body_is_the_recorded_java_body() -> None:
         await broker.stop()
 
 
-@pytest.mark.skipif(not vectors.available(), reason="vectors not available")
 async def test_lag_reproduces_mqadmin_consumer_progress_on_the_recorded_answer() -> None:
     import re
 

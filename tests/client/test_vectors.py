@@ -29,10 +29,9 @@ from airflow_provider_rocketmq.client.remoting.acl import AclHook
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.client.route import ClusterInfo, TopicRouteData
 
-from . import vectors
+import recorded_vectors as vectors
 
 RECORDS = vectors.all_records()
-pytestmark = pytest.mark.skipif(not RECORDS, reason=f"vectors not found in {vectors.VECTORS_DIR}")
 
 # errors.jsonl #50 was hand-written with a JSON *number* in extFields ({"queueId":0}); extFields
 # are strings on the wire, so re-encoding it gives "0" - by design, not a codec gap.
@@ -240,3 +239,21 @@ def test_acl_signatures_recorded_from_mqadmin() -> None:
                                           ("😀", 1772899), ("TagB", 2598920), ("", 0)])
 def test_java_string_hash(tag: str, expected: int) -> None:
     assert java_string_hash(tag) == expected
+
+
+def test_missing_vectors_fail_collection_instead_of_skipping(tmp_path):
+    """A checkout without the captures must fail loudly: a skip would pass while checking nothing."""
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "ROCKETMQ_VECTORS_DIR": str(tmp_path)}
+    code = "import recorded_vectors as v; v.all_records()"
+    tests_dir = str(vectors.DEFAULT_DIR.parents[1])
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tests_dir, env=env, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "VectorsMissingError" in proc.stderr and str(tmp_path) in proc.stderr
+
+
+def test_vectors_travel_with_the_repository():
+    assert vectors.DEFAULT_DIR.is_dir()
+    assert len(vectors.all_records()) == len(RECORDS) > 400

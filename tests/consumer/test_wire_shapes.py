@@ -17,15 +17,13 @@ from airflow_provider_rocketmq.client.consumer.subscription import build_subscri
 from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 
-VECTORS = Path("/work/shared/protocol/vectors/push_concurrent.jsonl")
+import recorded_vectors as vectors
+
 
 
 def java_frames(code: int) -> list[dict[str, Any]]:
-    if not VECTORS.exists():
-        pytest.skip("recorded vectors not available")
     out = []
-    for line in VECTORS.read_text().splitlines():
-        rec = json.loads(line)
+    for rec in vectors.load("push_concurrent"):
         if rec["code"] == code and rec["direction"] == "c2s" and rec["header"]:
             out.append(rec)
     return out

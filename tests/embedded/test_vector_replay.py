@@ -1,4 +1,4 @@
-"""Replay the recorded Java-client requests (../shared/protocol/vectors) against the
+"""Replay the recorded Java-client requests (tests/data/vectors) against the
 embedded broker and compare every answer with the real 4.9.7 server's answer:
 same response code, same extFields keys, same remark (numbers and addresses
 aside), same serialize type, same body structure (JSON key structure, standard vs
@@ -35,20 +35,16 @@ from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, d
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker
 
+import recorded_vectors as vectors
 from .rawclient import RawClient
 
-VECTORS = Path(os.environ.get("ROCKETMQ_VECTORS", Path(__file__).resolve().parents[3] / "shared/protocol/vectors"))
-if not VECTORS.is_dir():
-    VECTORS = Path("/work/shared/protocol/vectors")
 SCENARIOS = ["producer", "push_concurrent", "two_consumers_rebalance", "push_orderly", "admin", "errors"]
 SUSPEND_MS = 1500  # recorded pulls park for 15 s; the answer code is the same after 1.5 s
 
-pytestmark = pytest.mark.skipif(not VECTORS.is_dir(), reason=f"protocol vectors not found at {VECTORS}")
 
 
 def load(name: str) -> list[dict[str, Any]]:
-    with open(VECTORS / f"{name}.jsonl", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh]
+    return vectors.load(name)
 
 
 def frame(rec: dict[str, Any]) -> RemotingCommand:
