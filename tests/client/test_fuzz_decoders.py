@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_rocketmq.client.admin_bodies import ConsumerConnection, ConsumeStats, TopicStatsTable
+from airflow_provider_rocketmq.client.batch import PullFilter
+from airflow_provider_rocketmq.client.columnar import decode_columns
 from airflow_provider_rocketmq.client.errors import FrameTooLargeError, RocketMQError
 from airflow_provider_rocketmq.client.message import (
     decode_batch,
@@ -36,6 +38,17 @@ BODIES = [f[4 + 4 + (int.from_bytes(f[4:8], "big") & 0xFFFFFF):] for f in FRAMES
 MESSAGE_BODIES = [b for r, b in zip(RECORDS, BODIES) if (r.get("decoded") or {}).get("messages")]
 JSON_BODIES = [b for r, b in zip(RECORDS, BODIES) if r["body_text"] and b[:1] == b"{"]
 
+_MQ = MessageQueue("T", "broker-a", 0)
+_FILTERS = (PullFilter(None, None, False, ""), PullFilter(3, frozenset({"TagA"}), True, "ns"))
+
+
+def _columns(data: bytes) -> None:
+    for flt in _FILTERS:
+        batch = decode_columns(data, _MQ, flt)
+        if batch is not None:
+            batch.record_batch  # noqa: B018 - the columns are built (and properties checked) on access
+
+
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 
 BODY_DECODERS: dict[str, Callable[[Any], Any]] = {
@@ -47,6 +60,7 @@ BODY_DECODERS: dict[str, Callable[[Any], Any]] = {
     "ConsumerConnection": ConsumerConnection.from_body,
     "decode_messages": decode_messages,
     "decode_batch": decode_batch,
+    "decode_columns": _columns,
     "decode_payload": decode_payload,
     "decode_frame": decode_frame,
     "parse_offset_msg_id": lambda b: parse_offset_msg_id(b.decode("latin-1")),

@@ -1,0 +1,541 @@
+"""Pull bodies straight to Arrow columns (docs/CONTRACTS.md, "Wave 2": the columnar decoder).
+
+`decode_columns` is a `BatchDecoder`: it walks a pull body (stored-message records,
+layout in `message.py`) once to find where each record starts, then reads every
+field of every record at once with numpy gathers over the raw bytes and builds the
+Arrow arrays in C: no `MessageExt`, dict or row per message. Variable-length
+fields (body, topic, properties) become Arrow arrays without a Python copy: the
+whole pull body is wrapped zero-copy as a binary array whose elements alternate
+between the wanted field and the bytes up to the next one, and the even elements
+are taken. Properties are split with `pyarrow.compute` on their raw strings;
+tags, keys and the message id are read from the split.
+
+Semantics are those of `decode_messages` followed by the pull service's filter:
+the same records are accepted or refused (`MessageDecodeError`), bodies are
+inflated (zlib, LZ4, ZSTD), properties parse like `string_to_properties` (items
+without a separator or with an empty name or value are dropped, the last of
+duplicate names wins), `msg_id` is UNIQ_KEY or else the offset message id.
+
+numpy and pyarrow are imported on first use (the client itself needs neither).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+from .batch import PullFilter
+from .config import DLQ_PREFIX, NAMESPACE_SEPARATOR, RETRY_PREFIX
+from .errors import MessageDecodeError
+from .message import (
+    FLAG_BORNHOST_V6,
+    FLAG_COMPRESSED,
+    FLAG_STOREHOST_V6,
+    MAGIC_V1,
+    MAGIC_V2,
+    NAME_VALUE_SEP,
+    PROPERTY_KEYS,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_SEP,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    MessageExt,
+    decode_messages,
+    decompress,
+)
+from .queue import MessageQueue
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+__all__ = ["MESSAGE_COLUMNS", "ColumnBatch", "decode_columns", "message_schema", "strip_namespace", "to_record_batch"]
+
+MESSAGE_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags", "keys", "properties",
+                   "born_timestamp", "store_timestamp", "reconsume_times", "body")
+
+_MIN_RECORD = 88  # the fixed IPv4 prefix up to bodyLen; decode_messages refuses shorter records
+_HEAD_LEN = 48  # up to bornTimestamp: the part every record has at the same place
+_I = struct.Struct(">i")
+
+
+def message_schema() -> pa.Schema:
+    """`MESSAGE_SCHEMA` (built on first use; pyarrow is imported lazily)."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        import pyarrow as pa
+
+        _SCHEMA = pa.schema([
+            pa.field("topic", pa.string(), nullable=False),
+            pa.field("broker", pa.string(), nullable=False),
+            pa.field("queue_id", pa.int32(), nullable=False),
+            pa.field("queue_offset", pa.int64(), nullable=False),
+            pa.field("msg_id", pa.string()),
+            pa.field("tags", pa.string()),
+            pa.field("keys", pa.string()),
+            pa.field("properties", pa.map_(pa.string(), pa.string())),
+            pa.field("born_timestamp", pa.int64()),
+            pa.field("store_timestamp", pa.int64()),
+            pa.field("reconsume_times", pa.int32()),
+            pa.field("body", pa.binary()),
+        ])
+    return _SCHEMA
+
+
+_SCHEMA: pa.Schema | None = None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MESSAGE_SCHEMA":  # built on first access so that importing this module needs no pyarrow
+        return message_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def strip_namespace(topic: str, namespace: str) -> str:
+    """``ns%T`` -> ``T`` (also inside ``%RETRY%``/``%DLQ%`` names), as `ClientConfig.without_namespace`."""
+    if not namespace or not topic:
+        return topic
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+        if topic.startswith(prefix):
+            return prefix + strip_namespace(topic[len(prefix):], namespace)
+    return topic.removeprefix(namespace + NAMESPACE_SEPARATOR)
+
+
+class _Lazy:
+    """numpy/pyarrow modules and constant tables, loaded once on the first decode."""
+
+    np: Any = None
+    pa: Any = None
+    pc: Any = None
+    head: Any = None  # structured dtype of the fixed IPv4 prefix
+    hex_table: Any = None  # byte -> two upper-case hex ASCII digits
+    span: Any = None  # arange(_MIN_RECORD)
+
+    @classmethod
+    def load(cls) -> None:
+        if cls.np is not None:
+            return
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        cls.head = np.dtype([
+            ("store_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+            ("queue_offset", ">i8"), ("commit_log_offset", ">i8"), ("sys_flag", ">i4"),
+            ("born_timestamp", ">i8"), ("born_host", "V8"), ("store_timestamp", ">i8"), ("store_host", "V8"),
+            ("reconsume_times", ">i4"), ("prepared_offset", ">i8"), ("body_len", ">i4"),
+        ])
+        assert cls.head.itemsize == _MIN_RECORD
+        digits = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+        cls.hex_table = np.stack([digits[np.arange(256) >> 4], digits[np.arange(256) & 15]], axis=1)
+        cls.span = np.arange(_MIN_RECORD, dtype=np.int64)
+        cls.pc = pc
+        cls.pa = pa
+        cls.np = np
+
+
+class ColumnBatch:
+    """One pull result of one queue: a `PulledBatch` whose Arrow columns are built on first use.
+
+    `decode_columns` validates every record and keeps the raw pull body plus where each
+    kept record starts. `record_batch` builds the columns of this batch alone;
+    `to_record_batch` builds those of many batches in one pass, which spreads the fixed
+    cost of the Arrow calls over thousands of messages instead of one pull's 32.
+    """
+
+    __slots__ = ("_body", "_filter", "_inflated", "_rb", "_starts", "body_bytes", "count", "first_offset",
+                 "last_offset", "mq")
+
+    mq: MessageQueue
+    first_offset: int
+    last_offset: int
+    count: int
+    body_bytes: int
+
+    def __init__(self, mq: MessageQueue, body: bytes, starts: list[int], inflated: dict[int, bytes] | None,
+                 flt: PullFilter, first_offset: int, last_offset: int, body_bytes: int) -> None:
+        self.mq = mq
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.count = len(starts)
+        self.body_bytes = body_bytes
+        self._body = body
+        self._starts = starts  # byte offsets of the kept records in body
+        self._inflated = inflated  # record start -> inflated body, for compressed records
+        self._filter = flt
+        self._rb: pa.RecordBatch | None = None
+
+    @property
+    def record_batch(self) -> pa.RecordBatch:
+        """The kept messages as a `pyarrow.RecordBatch` with `MESSAGE_SCHEMA`."""
+        rb = self._rb
+        if rb is None:
+            rb = self._rb = to_record_batch([self])
+        return rb
+
+    def messages(self) -> list[MessageExt]:
+        """The kept records as `MessageExt` (failure paths), topics rewritten as in the columns."""
+        kept = set(self._starts)
+        out = []
+        pos = 0
+        flt = self._filter
+        for m in decode_messages(self._body, broker_name=self.mq.broker_name):
+            if pos in kept:
+                if flt.restore_retry_topic:
+                    m.topic = m.properties.get(PROPERTY_RETRY_TOPIC) or m.topic
+                if flt.namespace:
+                    m.topic = strip_namespace(m.topic, flt.namespace)
+                out.append(m)
+            pos += m.store_size
+        return out
+
+    def __repr__(self) -> str:
+        return (f"ColumnBatch({self.mq}, offsets {self.first_offset}..{self.last_offset}, count={self.count}, "
+                f"body_bytes={self.body_bytes})")
+
+
+# size, magic, queueOffset, sysFlag, bodyLen of the fixed IPv4 prefix (the rest is skipped)
+_V4_WALK = struct.Struct(">ii12xq8xi44xi")
+_H = struct.Struct(">h")
+_V6_TAIL = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLen
+
+
+def decode_columns(body: bytes, mq: MessageQueue, filter: PullFilter) -> ColumnBatch | None:
+    """Decode one pull body into a `ColumnBatch` after ``filter``; None when nothing is kept.
+
+    Raises `MessageDecodeError` for a record `decode_messages` refuses (sizes, magic,
+    lengths, topic not UTF-8, a body that does not inflate). Properties that are not
+    UTF-8 are found when the columns are built (`record_batch`, `to_record_batch`), which
+    raise `MessageDecodeError` then, as `MessageExt.properties` does on first access.
+    """
+    if not body:
+        return None
+    starts, offsets, sizes, inflated = _walk(body)
+    stop = filter.stop
+    if stop is not None and max(offsets) >= stop:
+        keep = [i for i, off in enumerate(offsets) if off < stop]
+        starts = [starts[i] for i in keep]
+        offsets = [offsets[i] for i in keep]
+        sizes = [sizes[i] for i in keep]
+    if not starts:
+        return None
+    batch = ColumnBatch(mq, body, starts, inflated, filter, offsets[0], offsets[-1], sum(sizes))
+    if filter.tags is None:
+        return batch
+    # the exact tag filter needs the tags: build this batch's columns now and keep the matches
+    rb = batch.record_batch  # loads numpy/pyarrow
+    pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np
+    match = pc.fill_null(pc.is_in(rb.column(5), value_set=pa.array(sorted(filter.tags), pa.string())), False)
+    keep_np = match.to_numpy(zero_copy_only=False)
+    if keep_np.all():
+        return batch
+    idx = np.flatnonzero(keep_np).tolist()
+    if not idx:
+        return None
+    kept = ColumnBatch(mq, body, [starts[i] for i in idx], inflated, filter, offsets[idx[0]], offsets[idx[-1]],
+                       sum(sizes[i] for i in idx))
+    kept._rb = rb.filter(match)
+    return kept
+
+
+def _walk(data: bytes) -> tuple[list[int], list[int], list[int], dict[int, bytes] | None]:
+    """Validate every record as `decode_messages` does; return their starts, queue offsets,
+    body sizes (inflated) and the inflated bodies of compressed records."""
+    starts: list[int] = []
+    offsets: list[int] = []
+    sizes: list[int] = []
+    inflated: dict[int, bytes] | None = None
+    pos = 0
+    end = len(data)
+    unpack = _V4_WALK.unpack_from
+    unpack_h = _H.unpack_from
+    last_topic = None
+    try:
+        while pos < end:
+            if end - pos < _MIN_RECORD:
+                if end - pos < 4:
+                    raise MessageDecodeError(f"{end - pos} trailing bytes after the last message")
+                raise MessageDecodeError(f"message record at {pos} overruns the body ({end})")
+            size, magic, queue_offset, sys_flag, body_len = unpack(data, pos)
+            if size < _MIN_RECORD or pos + size > end:
+                raise MessageDecodeError(f"message record size {size} at {pos} overruns the body ({end})")
+            if magic != MAGIC_V1 and magic != MAGIC_V2:
+                raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
+            if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
+                p = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
+                    + (20 if sys_flag & FLAG_STOREHOST_V6 else 8)
+                body_len = _V6_TAIL.unpack_from(data, p)[2]
+                p += 16
+            else:
+                p = pos + _MIN_RECORD
+            rec_end = pos + size
+            if body_len < 0 or p + body_len > rec_end:
+                raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
+            body_start = p
+            p += body_len
+            if magic == MAGIC_V1:
+                tlen = data[p]
+                if tlen > 127:
+                    tlen -= 256
+                p += 1
+            else:
+                (tlen,) = unpack_h(data, p)
+                p += 2
+            if tlen < 0 or p + tlen > rec_end:
+                raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
+            topic = data[p:p + tlen]
+            if topic != last_topic:
+                topic.decode("utf-8")
+                last_topic = topic
+            p += tlen
+            (plen,) = unpack_h(data, p)
+            if plen < 0 or p + 2 + plen > rec_end:
+                raise MessageDecodeError(f"properties length {plen} overruns the record at {pos}")
+            if sys_flag & FLAG_COMPRESSED:
+                inflated = inflated if inflated is not None else {}
+                inflated[pos] = raw = decompress(data[body_start:body_start + body_len], sys_flag)
+                body_len = len(raw)
+            starts.append(pos)
+            offsets.append(queue_offset)
+            sizes.append(body_len)
+            pos += size
+    except (struct.error, IndexError):
+        raise MessageDecodeError(f"truncated message record at {pos}") from None
+    except UnicodeDecodeError:
+        raise MessageDecodeError(f"message topic at {pos} is not UTF-8") from None
+    return starts, offsets, sizes, inflated
+
+
+def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
+    """The messages of ``batches``, in order, as one `pyarrow.RecordBatch` with `MESSAGE_SCHEMA`."""
+    _Lazy.load()
+    pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np
+    schema = message_schema()
+    if len(batches) == 1 and batches[0]._rb is not None:
+        return batches[0]._rb
+    batches = [b for b in batches if b.count]
+    if not batches:
+        return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+    counts = np.fromiter((b.count for b in batches), dtype=np.int64, count=len(batches))
+    if len(batches) == 1:
+        data = batches[0]._body
+        starts = np.array(batches[0]._starts, dtype=np.int64)
+        bases = np.zeros(1, dtype=np.int64)
+    else:
+        data = b"".join([b._body for b in batches])
+        lengths = np.fromiter((len(b._body) for b in batches), dtype=np.int64, count=len(batches))
+        bases = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        starts = np.fromiter(chain.from_iterable(b._starts for b in batches), dtype=np.int64,
+                             count=int(counts.sum())) + np.repeat(bases, counts)
+    n = len(starts)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    mat = buf[starts[:, None] + _Lazy.span]  # (records, 88): every fixed prefix
+    head = mat.view(_Lazy.head)[:, 0]
+    magic = head["magic"]
+    sys_flag = head["sys_flag"]
+    if ((sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6)) != 0).any():
+        f = _fields_any_host(buf, starts, head, np)
+    else:
+        f = _Fields(head["body_len"].astype(np.int64), starts + _MIN_RECORD, head["store_timestamp"],
+                    head["reconsume_times"], mat[:, 64:72])
+    body_end = f.body_start + f.body_len
+    v2 = magic == MAGIC_V2
+    tlen = buf[body_end].view(np.int8).astype(np.int64)
+    if v2.any():
+        tlen = np.where(v2, _be(buf, np.where(v2, body_end, 0), 2, np), tlen)
+    t_start = body_end + np.where(v2, 2, 1)
+    t_end = t_start + tlen
+    plen = _be(buf, t_end, 2, np)
+    try:  # the casts validate UTF-8 (topics were checked by the walk already)
+        topic = _interleaved(data, t_start, tlen, pa, np).cast(pa.string())
+        props_raw = _interleaved(data, t_end + 2, plen, pa, np).cast(pa.string())
+    except pa.ArrowInvalid:
+        raise MessageDecodeError("message properties are not UTF-8") from None
+    props, (tags, keys, uniq, retry_topic) = _split_properties(
+        props_raw, n, pa, pc, np, (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_RETRY_TOPIC))
+
+    if any(b._inflated for b in batches):
+        inflated = {int(base) + pos: raw for b, base in zip(batches, bases) if b._inflated
+                    for pos, raw in b._inflated.items()}
+        bodies = [inflated[s] if s in inflated else data[b:b + ln] for s, b, ln in
+                  zip(starts.tolist(), f.body_start.tolist(), f.body_len.tolist())]
+        body_col = pa.array(bodies, pa.binary())
+    else:
+        body_col = _interleaved(data, f.body_start, f.body_len, pa, np)
+
+    topic = _rewrite_topics(batches, counts, topic, retry_topic, pa, pc, np)
+    if uniq.null_count:
+        msg_id = pc.coalesce(uniq, _offset_msg_ids(f.store_host, mat[:, 28:36], n, pa, np))
+    else:
+        msg_id = uniq
+    brokers = sorted({b.mq.broker_name for b in batches})
+    if len(brokers) == 1:
+        broker = pa.repeat(pa.scalar(brokers[0], pa.string()), n)
+    else:
+        code = np.repeat(np.array([brokers.index(b.mq.broker_name) for b in batches], dtype=np.int32), counts)
+        broker = pa.array(brokers, pa.string()).take(pa.array(code))
+    columns = [
+        topic,
+        broker,
+        pa.array(head["queue_id"].astype(np.int32)),
+        pa.array(head["queue_offset"].astype(np.int64)),
+        msg_id,
+        tags,
+        keys,
+        props,
+        pa.array(head["born_timestamp"].astype(np.int64)),
+        pa.array(f.store_timestamp.astype(np.int64)),
+        pa.array(f.reconsume_times.astype(np.int32)),
+        body_col,
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _rewrite_topics(batches: Sequence[ColumnBatch], counts: Any, topic: Any, retry_topic: Any, pa: Any, pc: Any,
+                    np: Any) -> Any:
+    """The pull filter's topic rewrites: original topic of retries, then the namespace stripped."""
+    restore = [b._filter.restore_retry_topic for b in batches]
+    if all(restore):
+        topic = pc.coalesce(retry_topic, topic)
+    elif any(restore):
+        mask = pa.array(np.repeat(np.array(restore), counts))
+        topic = pc.if_else(pc.and_(mask, pc.is_valid(retry_topic)), retry_topic, topic)
+    spaces = [b._filter.namespace for b in batches]
+    for ns in sorted(set(spaces)):
+        if not ns:
+            continue
+        mapped = _map_strings(topic, lambda t, ns=ns: strip_namespace(t, ns), pa, pc)
+        if all(s == ns for s in spaces):
+            return mapped
+        mask = pa.array(np.repeat(np.array([s == ns for s in spaces]), counts))
+        topic = pc.if_else(mask, mapped, topic)
+    return topic
+
+
+class _Fields:
+    """What differs between IPv4 and IPv6 records, as arrays over the records."""
+
+    __slots__ = ("body_len", "body_start", "reconsume_times", "store_host", "store_timestamp")
+
+    def __init__(self, body_len: Any, body_start: Any, store_timestamp: Any, reconsume_times: Any,
+                 store_host: Any) -> None:
+        self.body_len = body_len
+        self.body_start = body_start
+        self.store_timestamp = store_timestamp
+        self.reconsume_times = reconsume_times
+        self.store_host = store_host  # (n, 8) or (n, 20) uint8 ip+port; a list of rows when mixed
+
+
+def _be(buf: Any, pos: Any, width: int, np: Any) -> Any:
+    """Big-endian signed ints of ``width`` bytes at each of ``pos`` (all inside ``buf``)."""
+    return buf[pos[:, None] + np.arange(width)].view(f">i{width}")[:, 0].astype(np.int64)
+
+
+def _fields_any_host(buf: Any, starts: Any, head: Any, np: Any) -> _Fields:
+    """Field positions when some records carry IPv6 hosts (20-byte host fields)."""
+    sys_flag = head["sys_flag"]
+    born_len = np.where(sys_flag & FLAG_BORNHOST_V6, 20, 8)
+    store_len = np.where(sys_flag & FLAG_STOREHOST_V6, 20, 8)
+    p_store_ts = starts + _HEAD_LEN + born_len
+    p_store_host = p_store_ts + 8
+    p_reconsume = p_store_host + store_len
+    # like decode_messages (struct reads): past the record is tolerated here, past the body is not
+    if (p_reconsume + 16 > len(buf)).any():
+        i = int(np.argmax(p_reconsume + 16 > len(buf)))
+        raise MessageDecodeError(f"truncated message record at {int(starts[i])}")
+    store_ts = _be(buf, p_store_ts, 8, np)
+    reconsume = _be(buf, p_reconsume, 4, np).astype(np.int32)
+    body_len = _be(buf, p_reconsume + 12, 4, np)
+    if (store_len == 8).all():
+        store_host: Any = buf[p_store_host[:, None] + np.arange(8)]
+    elif (store_len == 20).all():
+        store_host = buf[p_store_host[:, None] + np.arange(20)]
+    else:
+        store_host = [buf[p:p + n] for p, n in zip(p_store_host.tolist(), store_len.tolist())]
+    return _Fields(body_len, p_reconsume + 16, store_ts, reconsume, store_host)
+
+
+def _interleaved(body: bytes, begin: Any, length: Any, pa: Any, np: Any) -> Any:
+    """The byte ranges ``[begin, begin+length)`` (ascending, disjoint) as a binary array, copied in C.
+
+    The body is wrapped zero-copy as a binary array of 2n-1 elements, alternately a wanted
+    range and the gap up to the next one; taking the even elements gathers the ranges.
+    """
+    n = len(begin)
+    offsets = np.empty(2 * n, dtype=np.int32)
+    offsets[0::2] = begin
+    offsets[1::2] = begin + length
+    arr = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+    return arr.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int32)))
+
+
+def _split_properties(raw: Any, n: int, pa: Any, pc: Any, np: Any,
+                      wanted: Sequence[str]) -> tuple[Any, list[Any]]:
+    """``k\\x01v\\x02...`` strings -> a map array and the values of ``wanted`` names (null when absent)."""
+    items = pc.split_pattern(raw, PROPERTY_SEP)
+    flat = items.flatten()
+    parent = pc.list_parent_indices(items).to_numpy()
+    pairs = pc.split_pattern(flat, NAME_VALUE_SEP, max_splits=1)
+    # a pair needs the separator and a non-empty name and value (string_to_properties)
+    ok = pc.equal(pc.list_value_length(pairs), 2).to_numpy(zero_copy_only=False)
+    kv = pairs.flatten()
+    # each pair contributes one or two strings; the name is first
+    lengths = pc.list_value_length(pairs).to_numpy(zero_copy_only=False).astype(np.int64)
+    first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    idx = first[ok]
+    keys = kv.take(pa.array(idx))
+    values = kv.take(pa.array(idx + 1))
+    parent = parent[ok]
+    nonempty = (pc.binary_length(keys).to_numpy() > 0) & (pc.binary_length(values).to_numpy() > 0)
+    if not nonempty.all():
+        sel = pa.array(np.flatnonzero(nonempty))
+        keys, values, parent = keys.take(sel), values.take(sel), parent[nonempty]
+    # the last of duplicate names wins (dict semantics); names are few, so count (record, name) pairs
+    codes = pc.dictionary_encode(keys)
+    code = codes.indices.to_numpy().astype(np.int64)
+    width = len(codes.dictionary)
+    if len(code):
+        combined = parent.astype(np.int64) * width + code
+        if n * width <= 1 << 16:
+            dup = (np.bincount(combined, minlength=n * width) > 1).any()
+        else:
+            dup = len(np.unique(combined)) != len(combined)
+        if dup:
+            _, last_rev = np.unique(combined[::-1], return_index=True)
+            last = np.sort(len(combined) - 1 - last_rev)
+            keys, values, parent, code = keys.take(pa.array(last)), values.take(pa.array(last)), parent[last], code[last]
+    counts = np.bincount(parent, minlength=n) if len(parent) else np.zeros(n, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    props = pa.MapArray.from_arrays(pa.array(offsets), keys, values)
+    named = []
+    names = codes.dictionary.to_pylist()
+    for name in wanted:
+        pos = np.full(n, -1, dtype=np.int64)
+        if name in names:
+            hit = np.flatnonzero(code == names.index(name))
+            pos[parent[hit]] = hit
+        named.append(values.take(pa.array(pos, mask=pos < 0)))
+    return props, named
+
+
+def _map_strings(arr: Any, fn: Any, pa: Any, pc: Any) -> Any:
+    """Apply ``fn`` to each distinct string of ``arr`` (topics: a handful per batch)."""
+    enc = pc.dictionary_encode(arr)
+    mapped = pa.array([fn(s) for s in enc.dictionary.to_pylist()], pa.string())
+    return mapped.take(enc.indices)
+
+
+def _offset_msg_ids(store_host: Any, clo: Any, n: int, pa: Any, np: Any) -> Any:
+    """hex(storeHost ip + int32 port + int64 commitLogOffset), upper case, for every record
+    (``clo``: the raw big-endian commit-log offsets, (n, 8) bytes)."""
+    if isinstance(store_host, list):  # IPv4 and IPv6 store hosts mixed (never seen; kept simple)
+        ids = [(bytes(h) + bytes(c)).hex().upper() for h, c in zip(store_host, clo)]
+        return pa.array(ids, pa.string())
+    raw = np.concatenate([store_host, clo], axis=1)
+    width = raw.shape[1] * 2
+    text = _Lazy.hex_table[raw].reshape(-1)
+    offsets = np.arange(0, n * width + 1, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)])

@@ -1,0 +1,277 @@
+"""The columnar decoder agrees with decode_messages + the pull filter on every body, recorded or generated."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from airflow_provider_rocketmq.client.batch import PullFilter
+from airflow_provider_rocketmq.client.columnar import (
+    MESSAGE_COLUMNS,
+    ColumnBatch,
+    decode_columns,
+    message_schema,
+    strip_namespace,
+    to_record_batch,
+)
+from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.errors import MessageDecodeError, RocketMQError
+from airflow_provider_rocketmq.client.message import (
+    PROPERTY_RETRY_TOPIC,
+    MessageExt,
+    decode_messages,
+    encode_stored_message,
+    new_uniq_id,
+)
+from airflow_provider_rocketmq.client.queue import MessageQueue
+
+import recorded_vectors as vectors
+
+MQ = MessageQueue("Topic", "broker-b", 3)
+ALL = PullFilter(stop=None, tags=None, restore_retry_topic=False, namespace="")
+
+
+def _pull_bodies() -> list[tuple[str, bytes]]:
+    out = []
+    for rec in vectors.all_records():
+        if (rec.get("decoded") or {}).get("messages"):
+            frame = bytes.fromhex(rec["frame_hex"])
+            out.append((vectors.rec_id(rec), frame[8 + (int.from_bytes(frame[4:8], "big") & 0xFFFFFF):]))
+    return out
+
+
+PULL_BODIES = _pull_bodies()
+
+
+def reference(body: bytes, mq: MessageQueue, flt: PullFilter) -> list[MessageExt]:
+    """decode_messages, then what the pull service does to a message list (client/consumer/pull.py)."""
+    msgs = decode_messages(body, broker_name=mq.broker_name)
+    if flt.stop is not None:
+        msgs = [m for m in msgs if m.queue_offset < flt.stop]
+    if flt.tags is not None:
+        msgs = [m for m in msgs if m.tags in flt.tags]
+    for m in msgs:
+        if flt.restore_retry_topic and m.properties.get(PROPERTY_RETRY_TOPIC):
+            m.topic = m.properties[PROPERTY_RETRY_TOPIC]
+        if flt.namespace:
+            m.topic = ClientConfig(namespace=flt.namespace).without_namespace(m.topic)
+    return msgs
+
+
+def row_of(m: MessageExt) -> dict[str, Any]:
+    return {"topic": m.topic, "broker": m.broker_name, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
+            "msg_id": m.msg_id, "tags": m.tags, "keys": m.keys, "properties": dict(m.properties),
+            "born_timestamp": m.born_timestamp, "store_timestamp": m.store_timestamp,
+            "reconsume_times": m.reconsume_times, "body": m.body}
+
+
+def rows_of(rb: Any) -> list[dict[str, Any]]:
+    rows = rb.to_pylist()
+    for r in rows:
+        r["properties"] = dict(r["properties"])
+    return rows
+
+
+def assert_same(body: bytes, mq: MessageQueue = MQ, flt: PullFilter = ALL) -> ColumnBatch | None:
+    expected = reference(body, mq, flt)
+    batch = decode_columns(body, mq, flt)
+    if not expected:
+        assert batch is None
+        return None
+    assert batch is not None
+    assert rows_of(batch.record_batch) == [row_of(m) for m in expected]
+    assert batch.record_batch.schema == message_schema()
+    assert (batch.first_offset, batch.last_offset, batch.count) == \
+        (expected[0].queue_offset, expected[-1].queue_offset, len(expected))
+    assert batch.body_bytes == sum(len(m.body) for m in expected)
+    assert [row_of(m) for m in batch.messages()] == [row_of(m) for m in expected]
+    return batch
+
+
+def stored(i: int, *, topic: str = "Topic", body: bytes | None = None, props: str | dict[str, str] | None = None,
+           sys_flag: int = 0, born: str = "10.0.0.1:5555", store: str = "10.0.0.2:10911", reconsume: int = 0) -> bytes:
+    return encode_stored_message(
+        topic=topic, body=body if body is not None else b"body-%d" % i,
+        properties=props if props is not None else {"UNIQ_KEY": new_uniq_id(), "TAGS": "TagA", "KEYS": f"k{i}"},
+        queue_id=3, queue_offset=100 + i, commit_log_offset=5000 + 97 * i, born_timestamp=1_700_000_000_000 + i,
+        born_host=born, store_timestamp=1_700_000_000_500 + i, store_host=store, sys_flag=sys_flag,
+        reconsume_times=reconsume)
+
+
+# -- recorded bodies -------------------------------------------------------------------------------
+
+def test_the_recording_has_pull_bodies() -> None:
+    assert len(PULL_BODIES) >= 5 and sum(len(decode_messages(b)) for _, b in PULL_BODIES) >= 20
+
+
+@pytest.mark.parametrize("body", [b for _, b in PULL_BODIES], ids=[i for i, _ in PULL_BODIES])
+def test_recorded_pull_bodies_equal_decode_messages(body: bytes) -> None:
+    assert_same(body)
+    assert_same(body, MessageQueue("%RETRY%g", "broker-a", 0), ALL._replace(restore_retry_topic=True))
+
+
+def test_recorded_bodies_in_one_record_batch() -> None:
+    batches = [decode_columns(b, MQ, ALL) for _, b in PULL_BODIES]
+    rb = to_record_batch([b for b in batches if b is not None])
+    assert rows_of(rb) == [row_of(m) for _, b in PULL_BODIES for m in reference(b, MQ, ALL)]
+
+
+# -- generated bodies ------------------------------------------------------------------------------
+
+def test_ipv6_hosts_mixed_with_ipv4() -> None:
+    body = b"".join([stored(0, born="[2001:db8::1]:4000", store="[::1]:10911"), stored(1),
+                     stored(2, store="[fe80::2]:10911"), stored(3, born="[::1]:1")])
+    assert_same(body)
+    no_uniq = b"".join([stored(0, store="[::1]:10911", props="TAGS\x01A"), stored(1, props="TAGS\x01A")])
+    batch = assert_same(no_uniq)  # msg_id = offset msg id, 56 and 32 hex digits
+    assert batch is not None and [len(x) for x in batch.record_batch.column(4).to_pylist()] == [56, 32]
+    all_v6 = b"".join(stored(i, born="[::1]:1", store="[2001:db8::9]:10911", props="A\x01b") for i in range(3))
+    assert_same(all_v6)
+
+
+def test_compressed_bodies_are_inflated() -> None:
+    big = b"payload " * 1000
+    parts = [stored(0, body=zlib.compress(big), sys_flag=0x1), stored(1)]
+    lz4_frame = pytest.importorskip("lz4.frame")
+    zstandard = pytest.importorskip("zstandard")
+    parts += [stored(2, body=lz4_frame.compress(big), sys_flag=0x101),
+              stored(3, body=zstandard.ZstdCompressor().compress(big), sys_flag=0x201)]
+    batch = assert_same(b"".join(parts))
+    assert batch is not None and batch.body_bytes == 3 * len(big) + len(b"body-1")
+    with pytest.raises(MessageDecodeError):
+        decode_columns(stored(0, body=b"not zlib", sys_flag=0x1), MQ, ALL)
+
+
+def test_retry_topic_restored_and_namespace_stripped() -> None:
+    mq = MessageQueue("ns1%%RETRY%grp", "broker-a", 0)
+    body = b"".join([
+        stored(0, topic="%RETRY%ns1%grp", props={"RETRY_TOPIC": "ns1%Orders", "UNIQ_KEY": "U0"}, reconsume=2),
+        stored(1, topic="%RETRY%ns1%grp", props={"UNIQ_KEY": "U1"}, reconsume=1),  # no RETRY_TOPIC: kept
+        stored(2, topic="%RETRY%ns1%grp", props={"RETRY_TOPIC": "ns1%Other"}),
+    ])
+    batch = assert_same(body, mq, PullFilter(None, None, True, "ns1"))
+    assert batch is not None
+    assert batch.record_batch.column(0).to_pylist() == ["Orders", "%RETRY%grp", "Other"]
+    assert_same(b"".join([stored(0, topic="ns1%T"), stored(1, topic="other%T")]), mq,
+                PullFilter(None, None, False, "ns1"))
+    assert strip_namespace("%DLQ%ns1%g", "ns1") == "%DLQ%g" and strip_namespace("T", "") == "T"
+
+
+def test_tag_filter_and_stop_trimming() -> None:
+    body = b"".join(stored(i, props={"TAGS": "ABC"[i % 3], "UNIQ_KEY": f"U{i}"}) for i in range(10))
+    for flt in (PullFilter(105, None, False, ""), PullFilter(None, frozenset({"A", "C"}), False, ""),
+                PullFilter(107, frozenset({"B"}), False, ""), PullFilter(100, None, False, ""),
+                PullFilter(None, frozenset({"Z"}), False, ""), PullFilter(1000, frozenset({"A"}), False, "")):
+        assert_same(body, MQ, flt)
+    batch = decode_columns(body, MQ, PullFilter(105, frozenset({"B"}), False, ""))
+    assert batch is not None and batch.record_batch.column(3).to_pylist() == [101, 104]
+    # batches trimmed differently still concatenate in order
+    b1 = decode_columns(body, MQ, PullFilter(None, frozenset({"A"}), False, ""))
+    b2 = decode_columns(body, MQ, PullFilter(103, None, False, ""))
+    assert b1 is not None and b2 is not None
+    assert to_record_batch([b1, b2]).column(3).to_pylist() == [100, 103, 106, 109, 100, 101, 102]
+
+
+def test_property_strings_parse_like_string_to_properties() -> None:
+    raws = ["", "TAGS\x01A\x02TAGS\x01B", "KEYS\x01\x02\x01v\x02noval\x02TAGS\x01T\x02", "a\x01b\x01c\x02x\x01y",
+            "UNIQ_KEY\x01U1\x02UNIQ_KEY\x01U2\x02KEYS\x01k", "\x02\x02\x02", "名\x01值\x02TAGS\x01标签"]
+    body = b"".join(stored(i, props=p) for i, p in enumerate(raws))
+    batch = assert_same(body)
+    assert batch is not None and batch.record_batch.column(5).to_pylist()[1] == "B"  # the last TAGS wins
+
+
+def test_long_topic_uses_magic_v2() -> None:
+    assert_same(b"".join([stored(0, topic="T" * 200), stored(1, topic="T" * 200), stored(2)]))
+
+
+def test_corrupt_input_is_a_decode_error() -> None:
+    good = stored(0) + stored(1)
+    bad_utf8_props = bytearray(stored(0, props={"A": "xy"}))
+    bad_utf8_props[-1] = 0xFF
+    with pytest.raises(MessageDecodeError):  # properties are checked when the columns are built
+        decode_columns(bytes(bad_utf8_props), MQ, ALL).record_batch  # type: ignore[union-attr]
+    bad_topic = bytearray(stored(0, topic="T\u00e9"))
+    bad_topic[bad_topic.index("T\u00e9".encode()) + 1] = 0xFF
+    for data in (good[:-1], good + b"\x00\x00", good[:50], bytes(bad_topic),
+                 good[:4] + b"\x00\x00\x00\x00" + good[8:]):
+        with pytest.raises(MessageDecodeError):
+            decode_columns(data, MQ, ALL)
+    assert decode_columns(b"", MQ, ALL) is None
+
+
+def test_empty_and_column_names() -> None:
+    assert tuple(message_schema().names) == MESSAGE_COLUMNS
+    assert to_record_batch([]).num_rows == 0
+
+
+# -- property-based: random message sets, random filters -------------------------------------------
+
+HOSTS = st.sampled_from(["10.1.2.3:10911", "[2001:db8::7]:10911", "127.0.0.1:1"])
+TEXT = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+               max_size=8)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> list[bytes]:
+    out = []
+    for i in range(draw(st.integers(1, 12))):
+        props: dict[str, str] = draw(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "RETRY_TOPIC",
+                                                                      "x", "名"]), TEXT, max_size=4))
+        raw = "\x02".join(f"{k}\x01{v}" for k, v in props.items()) + draw(st.sampled_from(["", "\x02", "\x02z"]))
+        body = draw(st.binary(max_size=64))
+        flag = 0
+        if draw(st.booleans()):
+            body, flag = zlib.compress(body), 0x301
+        out.append(stored(i, topic=draw(st.sampled_from(["T", "ns%T", "%RETRY%ns%g", "L" * 130])), body=body,
+                          props=raw, sys_flag=flag, born=draw(HOSTS), store=draw(HOSTS),
+                          reconsume=draw(st.integers(0, 16))))
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=messages(), stop=st.one_of(st.none(), st.integers(99, 113)),
+       tags=st.one_of(st.none(), st.frozensets(st.sampled_from(["a", "b", ""]), max_size=2)),
+       restore=st.booleans(), namespace=st.sampled_from(["", "ns"]))
+def test_generated_bodies_equal_reference(parts: list[bytes], stop: int | None, tags: frozenset[str] | None,
+                                          restore: bool, namespace: str) -> None:
+    assert_same(b"".join(parts), MQ, PullFilter(stop, tags, restore, namespace))
+
+
+# -- fuzz: the same inputs are refused, and only with a typed error ---------------------------------
+
+def materialise(body: bytes) -> list[dict[str, Any]]:
+    return [row_of(m) for m in decode_messages(body, broker_name=MQ.broker_name)]
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    data = bytearray(draw(st.sampled_from([b for _, b in PULL_BODIES] + [stored(0) + stored(1, store="[::1]:2")])))
+    for _ in range(draw(st.integers(1, 4))):
+        action = draw(st.sampled_from(["truncate", "flip", "insert"]))
+        if action == "truncate" and data:
+            data = data[:draw(st.integers(0, len(data) - 1))]
+        elif action == "flip" and data:
+            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+        else:
+            i = draw(st.integers(0, len(data)))
+            data[i:i] = draw(st.binary(max_size=8))
+    return bytes(data)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.one_of(mutated(), st.binary(max_size=300)))
+def test_fuzz_accepts_and_refuses_like_decode_messages(data: bytes) -> None:
+    try:
+        expected: list[dict[str, Any]] | None = materialise(data)
+    except RocketMQError:
+        expected = None
+    try:
+        batch = decode_columns(data, MQ, ALL)
+        got = [] if batch is None else rows_of(batch.record_batch)
+    except RocketMQError:
+        got = None
+    assert got == expected
