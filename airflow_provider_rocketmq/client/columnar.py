@@ -44,6 +44,7 @@ from .message import (
     MessageExt,
     decode_messages,
     decompress,
+    string_to_properties,
 )
 from .queue import MessageQueue
 
@@ -145,27 +146,54 @@ class ColumnBatch:
     cost of the Arrow calls over thousands of messages instead of one pull's 32.
     """
 
-    __slots__ = ("_body", "_filter", "_inflated", "_rb", "_starts", "body_bytes", "count", "first_offset",
-                 "last_offset", "mq")
+    __slots__ = ("_body", "_filter", "_inflated", "_rb", "_starts", "body_bytes", "body_sizes", "count",
+                 "first_offset", "last_offset", "mq", "queue_offsets")
 
     mq: MessageQueue
     first_offset: int
     last_offset: int
     count: int
     body_bytes: int
+    queue_offsets: list[int]  # of each kept message, in order
+    body_sizes: list[int]  # body length of each kept message (inflated)
 
-    def __init__(self, mq: MessageQueue, body: bytes, starts: list[int], inflated: dict[int, bytes] | None,
-                 flt: PullFilter, first_offset: int, last_offset: int, body_bytes: int) -> None:
+    def __init__(self, mq: MessageQueue, body: bytes, starts: list[int], offsets: list[int], sizes: list[int],
+                 inflated: dict[int, bytes] | None, flt: PullFilter) -> None:
         self.mq = mq
-        self.first_offset = first_offset
-        self.last_offset = last_offset
+        self.first_offset = offsets[0]
+        self.last_offset = offsets[-1]
         self.count = len(starts)
-        self.body_bytes = body_bytes
+        self.body_bytes = sum(sizes)
+        self.queue_offsets = offsets
+        self.body_sizes = sizes
         self._body = body
         self._starts = starts  # byte offsets of the kept records in body
         self._inflated = inflated  # record start -> inflated body, for compressed records
         self._filter = flt
         self._rb: pa.RecordBatch | None = None
+
+    def select(self, indices: Sequence[int]) -> ColumnBatch | None:
+        """The kept messages at ``indices`` (ascending) as a batch of their own; None when empty."""
+        if not indices:
+            return None
+        if len(indices) == self.count:
+            return self
+        return ColumnBatch(self.mq, self._body, [self._starts[i] for i in indices],
+                           [self.queue_offsets[i] for i in indices], [self.body_sizes[i] for i in indices],
+                           self._inflated, self._filter)
+
+    def tags(self) -> list[str | None]:
+        """The TAGS property of each kept message, read without building the columns (a tag filter
+        applied by a listener, e.g. the window's). Raises `MessageDecodeError` for non-UTF-8 properties."""
+        out: list[str | None] = []
+        body = self._body
+        for start in self._starts:
+            raw = _properties_of(body, start)
+            try:
+                out.append(string_to_properties(raw.decode("utf-8")).get(PROPERTY_TAGS) if raw else None)
+            except UnicodeDecodeError:
+                raise MessageDecodeError(f"message properties at {start} are not UTF-8") from None
+        return out
 
     @property
     def record_batch(self) -> pa.RecordBatch:
@@ -208,36 +236,24 @@ def decode_columns(body: bytes, mq: MessageQueue, filter: PullFilter) -> ColumnB
     Raises `MessageDecodeError` for a record `decode_messages` refuses (sizes, magic,
     lengths, topic not UTF-8, a body that does not inflate). Properties that are not
     UTF-8 are found when the columns are built (`record_batch`, `to_record_batch`), which
-    raise `MessageDecodeError` then, as `MessageExt.properties` does on first access.
+    raise `MessageDecodeError` then, as `MessageExt.properties` does on first access
+    (with a tag filter, here: the tags are read at once).
     """
     if not body:
         return None
     starts, offsets, sizes, inflated = _walk(body)
     stop = filter.stop
+    batch = ColumnBatch(mq, body, starts, offsets, sizes, inflated, filter)
     if stop is not None and max(offsets) >= stop:
-        keep = [i for i, off in enumerate(offsets) if off < stop]
-        starts = [starts[i] for i in keep]
-        offsets = [offsets[i] for i in keep]
-        sizes = [sizes[i] for i in keep]
-    if not starts:
-        return None
-    batch = ColumnBatch(mq, body, starts, inflated, filter, offsets[0], offsets[-1], sum(sizes))
+        kept = batch.select([i for i, off in enumerate(offsets) if off < stop])
+        if kept is None:
+            return None
+        batch = kept
     if filter.tags is None:
         return batch
-    # the exact tag filter needs the tags: build this batch's columns now and keep the matches
-    rb = batch.record_batch  # loads numpy/pyarrow
-    pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np
-    match = pc.fill_null(pc.is_in(rb.column(5), value_set=pa.array(sorted(filter.tags), pa.string())), False)
-    keep_np = match.to_numpy(zero_copy_only=False)
-    if keep_np.all():
-        return batch
-    idx = np.flatnonzero(keep_np).tolist()
-    if not idx:
-        return None
-    kept = ColumnBatch(mq, body, [starts[i] for i in idx], inflated, filter, offsets[idx[0]], offsets[idx[-1]],
-                       sum(sizes[i] for i in idx))
-    kept._rb = rb.filter(match)
-    return kept
+    # the exact tag filter (tag-hash collisions): read the tags without building the columns
+    wanted = filter.tags
+    return batch.select([i for i, tag in enumerate(batch.tags()) if tag in wanted])
 
 
 def _walk(data: bytes) -> tuple[list[int], list[int], list[int], dict[int, bytes] | None]:
@@ -306,6 +322,25 @@ def _walk(data: bytes) -> tuple[list[int], list[int], list[int], dict[int, bytes
     except UnicodeDecodeError:
         raise MessageDecodeError(f"message topic at {pos} is not UTF-8") from None
     return starts, offsets, sizes, inflated
+
+
+def _properties_of(data: bytes, pos: int) -> bytes:
+    """The raw property bytes of the (validated) record at ``pos``."""
+    size, magic, _, sys_flag, body_len = _V4_WALK.unpack_from(data, pos)
+    if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
+        p = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
+            + (20 if sys_flag & FLAG_STOREHOST_V6 else 8)
+        body_len = _V6_TAIL.unpack_from(data, p)[2]
+        p += 16 + body_len
+    else:
+        p = pos + _MIN_RECORD + body_len
+    if magic == MAGIC_V1:
+        tlen = data[p]
+        p += 1 + (tlen - 256 if tlen > 127 else tlen)
+    else:
+        p += 2 + _H.unpack_from(data, p)[0]
+    (plen,) = _H.unpack_from(data, p)
+    return data[p + 2:p + 2 + plen]
 
 
 def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:

@@ -88,6 +88,14 @@ def assert_same(body: bytes, mq: MessageQueue = MQ, flt: PullFilter = ALL) -> Co
     assert (batch.first_offset, batch.last_offset, batch.count) == \
         (expected[0].queue_offset, expected[-1].queue_offset, len(expected))
     assert batch.body_bytes == sum(len(m.body) for m in expected)
+    assert batch.queue_offsets == [m.queue_offset for m in expected]
+    assert batch.body_sizes == [len(m.body) for m in expected]
+    assert batch.tags() == [m.tags for m in expected]
+    if batch.count > 1:  # a subset is a batch of its own, columns and summary
+        sub = batch.select([0, batch.count - 1])
+        assert sub is not None and (sub.count, sub.first_offset, sub.last_offset) == \
+            (2, expected[0].queue_offset, expected[-1].queue_offset)
+        assert rows_of(sub.record_batch) == [row_of(expected[0]), row_of(expected[-1])]
     assert [row_of(m) for m in batch.messages()] == [row_of(m) for m in expected]
     return batch
 
