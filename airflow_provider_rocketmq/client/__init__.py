@@ -13,6 +13,7 @@ _EXPORTS: dict[str, str] = {
     "RocketMQError": ".errors",
     "BrokerError": ".errors",
     "ConfigError": ".errors",
+    "AclDeniedError": ".errors",
     "Message": ".message",
     "MessageExt": ".message",
     "MessageQueue": ".queue",

@@ -7,6 +7,7 @@ remark, with one subclass per code family built from a table, so callers can
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 
@@ -77,6 +78,29 @@ class SystemError_(BrokerError):  # trailing underscore: does not shadow the bui
     retriable = True
 
 
+ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
+# exceptionSimpleDesc appends ", <top stack frame>" to the exception text
+_JAVA_FRAME = re.compile(r", [\w.$<>]+\([^()]*\)$")
+
+
+class AclDeniedError(SystemError_):
+    """The broker's ACL refused the request: no or unknown access key, wrong signature, or no permission.
+
+    A 4.x broker answers SYSTEM_ERROR (1) with the AclException as remark; ``reason`` is its message
+    (e.g. ``No default permission for group:g``), ``remark`` the full text. Not retriable: the same
+    credentials get the same answer.
+    """
+
+    retriable = False
+
+    def __init__(self, code: int, remark: str | None = None, *, addr: str | None = None) -> None:
+        super().__init__(code, remark, addr=addr)
+        text = self.remark.removeprefix(ACL_EXCEPTION).removeprefix(":").strip()
+        self.reason = _JAVA_FRAME.sub("", text) or "access denied"
+        where = f" {addr}" if addr else ""
+        self.args = (f"access denied by broker{where} (ACL): {self.reason}",)
+
+
 class SystemBusyError(BrokerError):
     retriable = True
 
@@ -134,4 +158,6 @@ _CODE_TABLE: dict[int, type[BrokerError]] = {
 
 def broker_error(code: int, remark: str | None = None, *, addr: str | None = None) -> BrokerError:
     """Build the typed error for a response code (unknown codes give plain BrokerError)."""
+    if remark and remark.startswith(ACL_EXCEPTION):
+        return AclDeniedError(code, remark, addr=addr)
     return _CODE_TABLE.get(code, BrokerError)(code, remark, addr=addr)

@@ -30,6 +30,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from .config import DEFAULT_TOPIC, RETRY_PREFIX, ClientConfig, check_topic
 from .errors import (
+    AclDeniedError,
     BrokerError,
     ClientStateError,
     ConfigError,
@@ -345,7 +346,8 @@ class AsyncProducer(ClientFacade):
         status = _STORED_CODES.get(resp.code)
         if status is None:
             err = broker_error(resp.code, resp.remark, addr=addr)
-            if resp.code in _RETRIABLE_SEND_CODES:
+            # an ACL refusal comes as SYSTEM_ERROR; unlike Java we do not retry it: the answer won't change
+            if resp.code in _RETRIABLE_SEND_CODES and not isinstance(err, AclDeniedError):
                 raise _NotSent(err, mq.broker_name) from None
             raise err
         try:
