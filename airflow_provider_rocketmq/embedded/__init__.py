@@ -6,8 +6,9 @@ Apache RocketMQ 4.9.x server (see docs/embedded.md).
 
 from __future__ import annotations
 
+from .acl import AclAccount, AclConfig
 from .broker import BrokerSettings, EmbeddedBroker
 from .cluster import EmbeddedCluster
 from .namesrv import EmbeddedNameServer
 
-__all__ = ["BrokerSettings", "EmbeddedBroker", "EmbeddedCluster", "EmbeddedNameServer"]
+__all__ = ["AclAccount", "AclConfig", "BrokerSettings", "EmbeddedBroker", "EmbeddedCluster", "EmbeddedNameServer"]

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..client.errors import ConfigError
+from .acl import AclConfig, AclValidator
 from .cluster import EmbeddedCluster
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="multiply retry delay levels by this (e.g. 0.01 for fast demos)")
     parser.add_argument("--fsync", action="store_true",
                         help="fsync every write batch before acknowledging (default: write to the OS only)")
+    parser.add_argument("--acl-file", default=None, metavar="FILE",
+                        help="check signatures and permissions with these plain_acl.yml accounts "
+                             "(YAML, or JSON with a .json suffix); default: no ACL")
 
 
 def register(subparsers: Any) -> None:
@@ -60,9 +64,16 @@ def _as_option(exc: ConfigError) -> ConfigError:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    acl = None
+    if getattr(args, "acl_file", None):
+        try:
+            acl = AclConfig.load(args.acl_file)
+            AclValidator(acl)  # account errors now, naming the file, rather than at the first request
+        except ConfigError as exc:
+            raise ConfigError("--acl-file", str(exc)) from None
     try:
         cluster = EmbeddedCluster(
-            brokers=args.brokers, queues=args.queues, data_dir=args.data_dir, time_scale=args.time_scale,
+            acl=acl, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir, time_scale=args.time_scale,
             host=args.host, namesrv_port=args.port, fsync=args.fsync,
             broker_ports=[args.broker_port + i for i in range(args.brokers)] if args.broker_port else None)
     except ConfigError as exc:

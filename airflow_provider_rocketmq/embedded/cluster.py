@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import string
 from collections.abc import Mapping
 from types import TracebackType
@@ -13,6 +14,7 @@ from ..client.config import check_topic
 from ..client.errors import ConfigError
 from ..client.loop_thread import LoopThread
 from ..client.message import MessageExt
+from .acl import AclConfig
 from .bridge import bridged
 from .broker import BrokerSettings, EmbeddedBroker
 from .faults import FaultRule
@@ -34,14 +36,18 @@ class EmbeddedCluster:
     private loop thread) or ``async with EmbeddedCluster() as c:`` on the caller's
     loop. ``c.namesrv_addr`` is what clients need. ``clusters={"c1": 2, "c2": 1}``
     spreads brokers over several cluster names (``brokers``/``cluster_name`` are
-    then ignored).
+    then ignored). ``acl`` (an `AclConfig`, a plain_acl.yml-shaped mapping or the
+    path of such a file) makes every broker check signatures and permissions like
+    a 4.9 broker with ``aclEnable=true`` (see `embedded.acl`).
     """
 
     def __init__(self, brokers: int = 1, queues: int = 8, data_dir: str | None = None, time_scale: float = 1.0,
                  cluster_name: str = "DefaultCluster", *, clusters: Mapping[str, int] | None = None,
                  host: str = "127.0.0.1", namesrv_port: int = 0, broker_ports: list[int] | None = None,
                  fsync: bool = False, lock_expiry: float = 60.0, channel_expiry: float = 120.0,
-                 auto_create_topic: bool = True) -> None:
+                 auto_create_topic: bool = True,
+                 acl: AclConfig | Mapping[str, object] | str | os.PathLike[str] | None = None) -> None:
+        acl_config = AclConfig.coerce(acl) if acl is not None else None
         layout = dict(clusters) if clusters is not None else {cluster_name: brokers}
         total = sum(layout.values()) if layout else 0
         if not layout or any(not isinstance(n, int) or n < 1 for n in layout.values()):
@@ -64,7 +70,7 @@ class EmbeddedCluster:
                     name=broker_name(i), cluster=cname, host=host,
                     port=broker_ports[i] if broker_ports else 0, queues=queues, data_dir=data_dir,
                     fsync=fsync, time_scale=time_scale, lock_expiry=lock_expiry,
-                    channel_expiry=channel_expiry, auto_create_topic=auto_create_topic)
+                    channel_expiry=channel_expiry, auto_create_topic=auto_create_topic, acl=acl_config)
                 self.brokers.append(EmbeddedBroker(settings))
                 i += 1
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -179,6 +185,13 @@ class EmbeddedCluster:
             if b.running:
                 n += await b.close_client_connections(client_id)
         return n
+
+    def set_acl(self, acl: AclConfig | Mapping[str, object] | str | os.PathLike[str] | None) -> None:
+        """Enable, replace or (None) disable the ACL of every broker, effective for the next request
+        (the real broker reloads a changed plain_acl.yml the same way)."""
+        config = AclConfig.coerce(acl) if acl is not None else None
+        for b in self.brokers:
+            b.set_acl(config)
 
     # -- faults --------------------------------------------------------------------------------
     def _targets(self, broker: str | None) -> list[EmbeddedBroker]:
