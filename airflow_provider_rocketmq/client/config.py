@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from .errors import ConfigError
 
@@ -188,3 +190,33 @@ class ClientConfig:
 def env_namesrv(default: str = DEFAULT_NAMESRV) -> str:
     """NAMESRV_ADDR from the environment (what Java tools read), else ``default``."""
     return os.environ.get("NAMESRV_ADDR") or default
+
+
+ENV_ACCESS_KEY = "ROCKETMQ_ACCESS_KEY"
+ENV_SECRET_KEY = "ROCKETMQ_SECRET_KEY"
+ENV_SECURITY_TOKEN = "ROCKETMQ_SECURITY_TOKEN"
+ENV_NAMESPACE = "ROCKETMQ_NAMESPACE"
+
+
+def env_client_options(namesrv: str | None = None,
+                       environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The connection settings every command-line tool takes from its environment.
+
+    ``namesrv`` (a ``--namesrv`` value) else ``$NAMESRV_ADDR`` else 127.0.0.1:9876; ACL credentials from
+    ``ROCKETMQ_ACCESS_KEY`` / ``ROCKETMQ_SECRET_KEY`` (both or neither) and the optional
+    ``ROCKETMQ_SECURITY_TOKEN``; the namespace from ``ROCKETMQ_NAMESPACE``. Empty variables count as
+    unset. Credentials never come from the command line (``ps`` would show them) and errors name the
+    variable, never its value. Returns `ClientConfig` / `ConsumerConfig` keyword arguments.
+    """
+    env = os.environ if environ is None else environ
+    access_key = env.get(ENV_ACCESS_KEY) or None
+    secret_key = env.get(ENV_SECRET_KEY) or None
+    token = env.get(ENV_SECURITY_TOKEN) or None
+    if bool(access_key) != bool(secret_key):
+        missing, given = (ENV_SECRET_KEY, ENV_ACCESS_KEY) if access_key else (ENV_ACCESS_KEY, ENV_SECRET_KEY)
+        raise ConfigError(missing, f"is not set but {given} is; ACL needs both (or neither)")
+    if token and not access_key:
+        raise ConfigError(ENV_SECURITY_TOKEN, f"needs {ENV_ACCESS_KEY} and {ENV_SECRET_KEY}")
+    return {"namesrv_addr": namesrv or env.get("NAMESRV_ADDR") or DEFAULT_NAMESRV,
+            "access_key": access_key, "secret_key": secret_key, "security_token": token,
+            "namespace": env.get(ENV_NAMESPACE, "")}

@@ -1,21 +1,20 @@
 """Core ``rocketmq-airflow`` commands: ``produce``, ``lag`` and ``topic create``.
 
 They only use the public client API (Producer, Admin, ClientConfig). ACL
-credentials come from ``ROCKETMQ_ACCESS_KEY`` / ``ROCKETMQ_SECRET_KEY``
-(never from the command line, where they would show in ``ps``).
+credentials come from the environment through `env_client_options`, like in
+every other command (never from the command line, where ``ps`` shows them).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from collections import Counter
 from typing import Any
 
 from ..client.admin import Admin
-from ..client.config import ClientConfig, env_namesrv
+from ..client.config import ClientConfig, env_client_options
 from ..client.errors import ConfigError
 from ..client.lag import format_table
 from ..client.message import Message
@@ -23,13 +22,8 @@ from ..client.producer import Producer, SendResult
 
 
 def client_config(args: argparse.Namespace) -> ClientConfig:
-    """ClientConfig from ``--namesrv`` / ``$NAMESRV_ADDR`` and the ACL environment variables."""
-    cfg = ClientConfig(namesrv_addr=args.namesrv or env_namesrv(),
-                       access_key=os.environ.get("ROCKETMQ_ACCESS_KEY") or None,
-                       secret_key=os.environ.get("ROCKETMQ_SECRET_KEY") or None,
-                       security_token=os.environ.get("ROCKETMQ_SECURITY_TOKEN") or None,
-                       namespace=os.environ.get("ROCKETMQ_NAMESPACE", ""))
-    return cfg.validate()
+    """ClientConfig from ``--namesrv`` and the environment (`env_client_options`)."""
+    return ClientConfig(**env_client_options(args.namesrv)).validate()
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:

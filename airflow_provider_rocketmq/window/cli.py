@@ -75,12 +75,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> Any:
     from airflow_provider_rocketmq.client import Admin, ClientConfig, PushConsumer
-    from airflow_provider_rocketmq.client.config import env_namesrv
+    from airflow_provider_rocketmq.client.config import env_client_options
     from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumerConfig
     from airflow_provider_rocketmq.window.runner import Listener, WindowSpec, run_window
 
-    namesrv = args.namesrv or env_namesrv()
-    consumer_config = ConsumerConfig(namesrv_addr=namesrv, enable_offset_commit=False,
+    options = env_client_options(args.namesrv)  # namesrv, ACL credentials, namespace
+    namesrv = options["namesrv_addr"]
+    consumer_config = ConsumerConfig(**options, enable_offset_commit=False,
                                      consume_from_where=_FROM[args.start_from])
     consumer_config.validate()
     spec = WindowSpec(
@@ -99,5 +100,5 @@ def _run(args: argparse.Namespace) -> Any:
         consumer.register_listener(listener)
         return consumer
 
-    with Admin(ClientConfig(namesrv_addr=namesrv).validate()) as admin:
+    with Admin(ClientConfig(**options).validate()) as admin:
         return run_window(spec, admin, make_consumer, namesrv=namesrv)

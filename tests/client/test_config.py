@@ -63,3 +63,37 @@ def test_check_topic() -> None:
     for bad in ("", "a b", "x" * 128, None):
         with pytest.raises(ConfigError):
             check_topic(bad)
+
+
+# -- env_client_options: the one way every command-line tool reads its connection settings ------------
+
+def test_env_client_options() -> None:
+    from airflow_provider_rocketmq.client.config import env_client_options
+
+    assert env_client_options(environ={}) == {"namesrv_addr": "127.0.0.1:9876", "access_key": None,
+                                              "secret_key": None, "security_token": None, "namespace": ""}
+    env = {"NAMESRV_ADDR": "10.0.0.1:9876", "ROCKETMQ_ACCESS_KEY": "ak_12345", "ROCKETMQ_SECRET_KEY": "sk_12345",
+           "ROCKETMQ_SECURITY_TOKEN": "tok", "ROCKETMQ_NAMESPACE": "ns1"}
+    opts = env_client_options(environ=env)
+    assert opts == {"namesrv_addr": "10.0.0.1:9876", "access_key": "ak_12345", "secret_key": "sk_12345",
+                    "security_token": "tok", "namespace": "ns1"}
+    assert env_client_options("127.0.0.1:1", environ=env)["namesrv_addr"] == "127.0.0.1:1"  # --namesrv wins
+    cfg = ClientConfig(**opts).validate()
+    assert cfg.acl_enabled and "sk_12345" not in repr(cfg) and "tok" not in repr(cfg)
+    # empty variables count as unset
+    assert env_client_options(environ={"ROCKETMQ_ACCESS_KEY": "", "ROCKETMQ_SECRET_KEY": ""})["access_key"] is None
+
+
+@pytest.mark.parametrize("env,field", [
+    ({"ROCKETMQ_ACCESS_KEY": "ak_12345"}, "ROCKETMQ_SECRET_KEY"),
+    ({"ROCKETMQ_SECRET_KEY": "sk_12345"}, "ROCKETMQ_ACCESS_KEY"),
+    ({"ROCKETMQ_ACCESS_KEY": "ak_12345", "ROCKETMQ_SECRET_KEY": ""}, "ROCKETMQ_SECRET_KEY"),
+    ({"ROCKETMQ_SECURITY_TOKEN": "tok_12345"}, "ROCKETMQ_SECURITY_TOKEN"),
+])
+def test_env_client_options_errors_name_the_variable(env: dict[str, str], field: str) -> None:
+    from airflow_provider_rocketmq.client.config import env_client_options
+
+    with pytest.raises(ConfigError) as info:
+        env_client_options(environ=env)
+    assert info.value.field == field
+    assert not any(v and v in str(info.value) for v in env.values())  # names, never values

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from ..config import env_namesrv
+from ..config import env_client_options
 from ..errors import ConfigError, RocketMQError
 from ..message import MessageExt
 from .config import TIMESTAMP_FORMAT, ConsumeStatus, parse_consume_timestamp
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"consume_from_where": _FROM[args.from_where],
                                "message_model": args.model.upper(), "consume_thread_min": 1,
                                "consume_thread_max": 1}
-    options["namesrv_addr"] = args.namesrv or env_namesrv()
+    options.update(env_client_options(args.namesrv))  # namesrv, ACL credentials, namespace
     if args.from_where == "timestamp":
         if not args.timestamp:
             raise ConfigError("--timestamp", "--from timestamp needs --timestamp yyyyMMddHHmmss")
