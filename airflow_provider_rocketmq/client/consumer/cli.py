@@ -126,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: shutdown: {exc}", file=sys.stderr)
         finally:
             release.set()
+    if consumer.denied is not None:  # pulls or commits refused by the broker's ACL: an error, no summary
+        raise consumer.denied
     summary = {"group": args.group, "topic": args.topic, "messages": state["count"], "bytes": state["bytes"],
                "seconds": round(time.monotonic() - started, 3),
                "finished_at": _dt.datetime.now().strftime(TIMESTAMP_FORMAT)}

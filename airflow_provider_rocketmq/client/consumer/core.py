@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..config import RETRY_PREFIX, retry_topic
-from ..errors import ClientStateError, ConfigError, RocketMQError
+from ..errors import AclDeniedError, ClientStateError, ConfigError, RocketMQError
 from ..mqclient import MQClient
 from ..queue import MessageQueue
 from .allocate import AllocateStrategy, strategy_by_name
@@ -76,6 +76,7 @@ class ConsumerCore:
         self.closing = False
         self.paused = False
         self.started_at = 0.0
+        self.denied: AclDeniedError | None = None  # the last request the broker's ACL refused
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_wakeup: asyncio.Event | None = None
         self._stop_offsets_changed: asyncio.Future[None] | None = None
@@ -139,7 +140,8 @@ class ConsumerCore:
                 await self.client.get_route(topic)
             except RocketMQError as exc:  # %RETRY% has no route before the first heartbeat
                 log.info("no route yet for %s: %s", topic, exc)
-        await self.send_heartbeat()
+        if not await self.send_heartbeat() and self.denied is not None:
+            raise self.denied  # no broker took the heartbeat and the ACL refused it: it will not change
         self.started_at = time.time()
         self.state = "RUNNING"
         loop = asyncio.get_running_loop()
@@ -198,7 +200,9 @@ class ConsumerCore:
                                              if self.offset_store.memory_offset(mq) >= 0),
                                            return_exceptions=True)
             for r in results:
-                if isinstance(r, Exception):
+                if isinstance(r, AclDeniedError):
+                    self.note_denied("final offset commit", r)
+                elif isinstance(r, Exception):
                     log.warning("final offset persist failed: %s", r)
         else:
             await self.offset_store.persist_all(owned)
@@ -244,6 +248,8 @@ class ConsumerCore:
                 await self.rebalancer.do_rebalance()
             except asyncio.CancelledError:
                 raise
+            except AclDeniedError as exc:
+                self.note_denied("rebalance", exc)
             except Exception:
                 log.exception("rebalance failed")
 
@@ -276,6 +282,8 @@ class ConsumerCore:
                 try:
                     await self.client.heartbeat(addr, data, HEARTBEAT_TIMEOUT)
                     ok = True
+                except AclDeniedError as exc:
+                    self.note_denied(f"heartbeat to {name}", exc)
                 except RocketMQError as exc:
                     log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
         return ok
@@ -302,6 +310,12 @@ class ConsumerCore:
             self.pull.threshold_count = max(1, cfg.pull_threshold_for_topic // n)
         if cfg.pull_threshold_size_for_topic != -1:
             self.pull.threshold_bytes = max(1, cfg.pull_threshold_size_for_topic // n) * 1024 * 1024
+
+    def note_denied(self, what: str, err: AclDeniedError) -> None:
+        """Record a request the broker's ACL refused (`PushConsumer.denied`, ``stats()["denied"]``)."""
+        if self.denied is None or self.denied.reason != err.reason:
+            log.error("%s refused: %s", what, err)
+        self.denied = err
 
     # -- user-facing helpers --------------------------------------------------------------------
     def suspend(self) -> None:
@@ -357,6 +371,7 @@ class ConsumerCore:
             "consumed_failed": consume.consumed_failed if consume else 0,
             "sent_back": self.send_back.sent_back,
             "fallback_sends": self.send_back.fallback_sends,
+            "denied": str(self.denied) if self.denied is not None else None,
             "offsets": {str(mq): off for mq, off in self.offset_store.table.items()}
             if self.offset_store is not None else {},
         }

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..config import RETRY_PREFIX
-from ..errors import MessageDecodeError, RequestTimeoutError, RocketMQError
+from ..errors import AclDeniedError, MessageDecodeError, RequestTimeoutError, RocketMQError, broker_error
 from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages
 from ..queue import MessageQueue
 from ..remoting.codes import (
@@ -212,7 +212,10 @@ class PullService:
             elif code == ResponseCode.FLOW_CONTROL:
                 delay = DELAY_BROKER_FLOW_CONTROL
             else:
-                if not core.closing:
+                err = broker_error(code, resp.remark, addr=mq.broker_name)
+                if isinstance(err, AclDeniedError):
+                    core.note_denied(f"pull of {mq}", err)  # retried like Java; reported through `denied`
+                elif not core.closing:
                     log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
                 delay = cfg.pull_time_delay_when_exception
 

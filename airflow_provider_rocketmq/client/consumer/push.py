@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..errors import AclDeniedError
 from ..loop_thread import LoopThread
 from ..queue import MessageQueue
 from .config import ConsumerConfig
@@ -97,6 +98,16 @@ class AsyncPushConsumer:
 
     def stats(self) -> dict[str, Any]:
         return self._core.stats()
+
+    @property
+    def denied(self) -> AclDeniedError | None:
+        """The last request (heartbeat, pull, rebalance, final offset commit) the broker's ACL refused.
+
+        Refused pulls are retried every ``pull_time_delay_when_exception`` like Java does, so a consumer
+        that reads nothing should look here. `start` raises instead when no broker took the first
+        heartbeat and the ACL refused it. Periodic offset commits are oneway: a refusal is not seen.
+        """
+        return self._core.denied
 
     async def __aenter__(self) -> AsyncPushConsumer:  # noqa: PYI034 - Self needs Python 3.11
         await self.start()
@@ -189,6 +200,11 @@ class PushConsumer:
 
     def stats(self) -> dict[str, Any]:
         return self._call(self._async.stats)  # type: ignore[no-any-return]
+
+    @property
+    def denied(self) -> AclDeniedError | None:
+        """See `AsyncPushConsumer.denied`."""
+        return self._async.denied
 
     def __enter__(self) -> PushConsumer:  # noqa: PYI034 - Self needs Python 3.11
         self.start()
