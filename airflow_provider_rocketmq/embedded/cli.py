@@ -69,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             acl = AclConfig.load(args.acl_file)
             AclValidator(acl)  # account errors now, naming the file, rather than at the first request
-        except ConfigError as exc:
-            raise ConfigError("--acl-file", str(exc)) from None
+        except ConfigError as exc:  # "acl: cannot read ..." -> "--acl-file: cannot read ..."
+            detail = str(exc).split(": ", 1)[-1] if exc.field == "acl" else str(exc)
+            raise ConfigError("--acl-file", detail) from None
     try:
         cluster = EmbeddedCluster(
             acl=acl, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir, time_scale=args.time_scale,
