@@ -61,8 +61,8 @@ class Broker:
 
     def run(self, creds: dict[str, str], *argv: str, verbose: bool = True) -> subprocess.CompletedProcess[str]:
         """The command with ``-v`` (INFO logs on stderr, where a leaked secret would show) by default."""
-        return subprocess.run([*CLI, *(["-v"] if verbose else []), *argv], cwd=REPO, env=self.env(creds), capture_output=True, text=True,
-                              timeout=90, check=False)
+        return subprocess.run([*CLI, *(["-v"] if verbose else []), *argv], cwd=REPO, env=self.env(creds),
+                              capture_output=True, text=True, timeout=90, check=False)
 
     def admin(self) -> Admin:
         return Admin(ClientConfig(namesrv_addr=self.namesrv, access_key=ADMIN["ROCKETMQ_ACCESS_KEY"],

@@ -1,14 +1,14 @@
-"""Plain ACL for the embedded broker: RocketMQ 4.9's ``plain_acl.yml`` accounts, checked as the real broker does.
+"""Plain ACL for the embedded broker: 4.9's ``plain_acl.yml`` accounts, checked as the real broker does.
 
 What a 4.9.7 broker with ``aclEnable=true`` does before it processes any request (module ``acl``:
 ``PlainAccessValidator.parse``, ``PlainPermissionManager.validate`` / ``checkPerm``, ``Permission``,
 ``RemoteAddressStrategyFactory``, ``AclUtils``), restated here:
 
 1. *Parse.* The request code says which resources it needs: SEND_MESSAGE_V2 PUB on topic ``b`` (SUB on
-   ``%RETRY%<a>`` when ``b`` is a retry topic), PULL_MESSAGE SUB on ``topic`` and on ``%RETRY%<consumerGroup>``,
-   HEART_BEAT SUB on ``%RETRY%<groupName>`` and every subscribed topic of each consumer in the body,
-   UPDATE_CONSUMER_OFFSET SUB on the group and the topic, CONSUMER_SEND_MSG_BACK / GET_CONSUMER_LIST_BY_GROUP /
-   UNREGISTER_CLIENT SUB on the group, QUERY_MESSAGE SUB on the topic (`needed_resources`). A group is the
+   ``%RETRY%<a>`` when ``b`` is a retry topic), PULL_MESSAGE SUB on ``topic`` and on
+   ``%RETRY%<consumerGroup>``, HEART_BEAT SUB on ``%RETRY%<groupName>`` and every subscribed topic of each
+   consumer in the body, UPDATE_CONSUMER_OFFSET SUB on the group and the topic, CONSUMER_SEND_MSG_BACK /
+   GET_CONSUMER_LIST_BY_GROUP / UNREGISTER_CLIENT SUB on the group, QUERY_MESSAGE SUB on the topic (`needed_resources`). A group is the
    resource ``%RETRY%<group>``. Every other code (SEND_BATCH_MESSAGE and the offset / admin queries included,
    in 4.9.7) needs no resource, only a valid signature. A header the parse cannot read is an AclException.
 2. *Validate.* A remote address matching ``globalWhiteRemoteAddresses`` passes. Otherwise: no ``AccessKey``
@@ -234,7 +234,7 @@ class AclConfig:
             try:
                 import yaml
             except ImportError:  # pragma: no cover - PyYAML comes with Airflow and the test extra
-                raise ConfigError("acl", f"reading {p} needs PyYAML (pip install pyyaml), or give a .json file")
+                raise ConfigError("acl", f"reading {p} needs PyYAML (pip install pyyaml); or use .json")
             try:
                 data = yaml.safe_load(text)
             except yaml.YAMLError as exc:
@@ -250,7 +250,7 @@ class AclConfig:
             return cls.from_mapping(value)
         if isinstance(value, (str, os.PathLike)):
             return cls.load(value)
-        raise ConfigError("acl", f"expected an AclConfig, a mapping or a file path, got {type(value).__name__}")
+        raise ConfigError("acl", f"expected an AclConfig, a mapping or a path, got {type(value).__name__}")
 
 
 def _text(value: Any) -> str:

@@ -73,7 +73,8 @@ class GroupConfig:
 
 
 async def _not_supported(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-    return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
+    return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                             remark=f" request type {cmd.code} not supported")
 
 
 class _HandlerTable(dict[int, Handler]):
@@ -99,7 +100,7 @@ class EmbeddedBroker:
         self.locks = LockManager(self.settings.lock_expiry)
         self.groups: dict[str, GroupConfig] = {}
         # swapped whole by set_acl (like the real broker reloading plain_acl.yml); read once per request
-        self.acl: AclValidator | None = AclValidator(self.settings.acl) if self.settings.acl else None
+        self.acl = AclValidator(self.settings.acl) if self.settings.acl is not None else None
         self.conns: set[RemotingProtocol] = set()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -209,7 +210,7 @@ class EmbeddedBroker:
                     conn.transport.close()
 
     def set_acl(self, config: AclConfig | None) -> None:
-        """Enable, replace (a reload of plain_acl.yml) or disable (None) the ACL; applies to the next request."""
+        """Enable, replace (a plain_acl.yml reload) or disable (None) the ACL, from the next request on."""
         self.acl = AclValidator(config) if config is not None else None
         self.settings.acl = config
 

@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--acl-file", detail) from None
     try:
         cluster = EmbeddedCluster(
-            acl=acl, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir, time_scale=args.time_scale,
-            host=args.host, namesrv_port=args.port, fsync=args.fsync,
+            acl=acl, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir,
+            time_scale=args.time_scale, host=args.host, namesrv_port=args.port, fsync=args.fsync,
             broker_ports=[args.broker_port + i for i in range(args.brokers)] if args.broker_port else None)
     except ConfigError as exc:
         raise _as_option(exc) from None

@@ -13,7 +13,8 @@ from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 ACL = {"accounts": [{"accessKey": "hook_user", "secretKey": "hook_secret", "defaultTopicPerm": "DENY",
-                     "defaultGroupPerm": "DENY", "topicPerms": ["AclHook=PUB|SUB"], "groupPerms": ["hook_readers=SUB"]}]}
+                     "defaultGroupPerm": "DENY", "topicPerms": ["AclHook=PUB|SUB"],
+                     "groupPerms": ["hook_readers=SUB"]}]}
 
 
 def test_connection_credentials_against_an_acl_broker(airflow_conn: Any) -> None:

@@ -141,7 +141,8 @@ async def test_recorded_frames_replayed_to_an_acl_broker(acl_cluster: EmbeddedCl
 @pytest.mark.parametrize("creds,reason", [
     ({}, "No accessKey is configured"),
     ({"access_key": "nobody_ak", "secret_key": "whatever"}, "No acl config for nobody_ak"),
-    ({"access_key": "producer_ak", "secret_key": "not-the-secret"}, "Check signature failed for accessKey=producer_ak"),
+    ({"access_key": "producer_ak", "secret_key": "not-the-secret"},
+     "Check signature failed for accessKey=producer_ak"),
     ({"access_key": "producer_ak", "secret_key": "producer_sk", "security_token": "tok"}, None),
 ])
 def test_send_credentials(acl_cluster: EmbeddedCluster, creds: dict[str, str], reason: str | None) -> None:
@@ -216,8 +217,8 @@ async def test_group_permissions_of_consumer_requests(acl_cluster: EmbeddedClust
     assert resp.remark == remark("No default permission for topic:T", CHECK_PERM)
     # a header the parse cannot read is an AclException of the parse itself
     resp = await call(acl_cluster, signed(15, {"consumerGroup": "readers", "topic": "AclOrders"}, **creds))
-    assert resp.remark == remark("the custom field <queueId> is null",
-                                 "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java)")
+    parse = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java)"
+    assert resp.remark == remark("the custom field <queueId> is null", parse)
 
 
 async def test_refused_offset_commits_are_not_stored(acl_cluster: EmbeddedCluster) -> None:
