@@ -38,6 +38,16 @@ def retry_topic(group: str) -> str:
     return RETRY_PREFIX + group
 
 
+def strip_namespace(namespace: str, resource: str) -> str:
+    """``resource`` without the ``namespace%`` prefix (retry/DLQ prefixes stay in front)."""
+    if not namespace or not resource:
+        return resource
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+        if resource.startswith(prefix):
+            return prefix + strip_namespace(namespace, resource[len(prefix):])
+    return resource.removeprefix(namespace + NAMESPACE_SEPARATOR)
+
+
 def dlq_topic(group: str) -> str:
     """``%DLQ%<group>``: where a group's messages go after their last retry."""
     return DLQ_PREFIX + group
@@ -166,14 +176,7 @@ class ClientConfig:
 
     def without_namespace(self, resource: str) -> str:
         """Inverse of `with_namespace` (what users see in results)."""
-        ns = self.namespace
-        if not ns or not resource:
-            return resource
-        for prefix in (RETRY_PREFIX, DLQ_PREFIX):
-            if resource.startswith(prefix):
-                return prefix + self.without_namespace(resource[len(prefix):])
-        head = ns + NAMESPACE_SEPARATOR
-        return resource.removeprefix(head)
+        return strip_namespace(self.namespace, resource)
 
     def copy(self, **changes: object) -> ClientConfig:
         """A copy with some fields replaced (dataclasses.replace, kept for subclasses)."""

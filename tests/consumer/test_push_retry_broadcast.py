@@ -109,7 +109,7 @@ def test_flow_control_bounds_cached_messages_with_a_slow_listener(cluster: TestC
 
         end = time.monotonic() + deadline
         while time.monotonic() < end:
-            counts = [pq.count for pq in list(core.rebalancer.table.values())]
+            counts = [pq.count for pq in list(core.table.values())]
             assert max(counts, default=0) <= limit, counts
             peak = max(peak, proc.memory_info().rss - rss0)
             samples += 1

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
 from airflow_provider_rocketmq.client.consumer.core import ConsumerCore
+from airflow_provider_rocketmq.client.consumer.lifecycle import Lifecycle
 from airflow_provider_rocketmq.client.consumer.offset_store import RemoteBrokerOffsetStore
+from airflow_provider_rocketmq.client.consumer.ports import FlowLimits, StopOffsets
+from airflow_provider_rocketmq.client.consumer.pull import PullService
 from airflow_provider_rocketmq.client.consumer.pull_frame import PullFrame
 from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
 from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
-
-import recorded_vectors as vectors
-
 
 
 def java_frames(code: int) -> list[dict[str, Any]]:
@@ -67,20 +67,31 @@ class CapturingClient:
         pass
 
 
+def pull_service(client: CapturingClient, offsets: RemoteBrokerOffsetStore) -> PullService:
+    """A pull service wired to the capturing client; only its request path is exercised."""
+    async def no_offset(mq: MessageQueue) -> int:
+        return -1
+
+    return PullService(config=ConsumerConfig(namesrv_addr="127.0.0.1:9876"), client=client,  # type: ignore[arg-type]
+                       group="cap_push_group", subscriptions={}, life=Lifecycle(), offsets=offsets,
+                       limits=FlowLimits(1000, 100), stops=StopOffsets(), orderly=False, start_offset=no_offset,
+                       forget_queue=lambda mq, pq: None, settle=lambda: None, on_denied=lambda what, err: None,
+                       submit=lambda msgs, pq, mq: None)
+
+
 @pytest.mark.parametrize("signed", [False, True], ids=["rendered", "signed"])
 async def test_pull_header_fields_and_commit_sysflag_match_java(signed: bool) -> None:
     java = java_frames(11)
     java_keys = {frozenset(json.loads(r["header"])["extFields"]) for r in java}
-    core = ConsumerCore("cap_push_group", ConsumerConfig(namesrv_addr="127.0.0.1:9876"))
     client = CapturingClient(signed)
-    core.client = client  # type: ignore[assignment]
-    core.offset_store = RemoteBrokerOffsetStore(client, "cap_push_group")  # type: ignore[arg-type]
+    offsets = RemoteBrokerOffsetStore(client, "cap_push_group")  # type: ignore[arg-type]
+    pull = pull_service(client, offsets)
     mq = MessageQueue("CapProducerTopic3", "broker-a", 2)
     sub = build_subscription(mq.topic, "*")
     sub.sub_version = 1795244539999
-    await core.pull._pull(mq, 1, 32, sub)  # nothing consumed yet
-    core.offset_store.update_offset(mq, 1)
-    await core.pull._pull(mq, 1, 32, sub)
+    await pull._pull(mq, 1, 32, sub)  # nothing consumed yet
+    offsets.update_offset(mq, 1)
+    await pull._pull(mq, 1, 32, sub)
     ours = [c.ext for c in client.sent]
     assert {frozenset(e) for e in ours} <= java_keys
     assert (ours[0]["sysFlag"], ours[0]["commitOffset"]) == ("2", "0")
@@ -90,7 +101,7 @@ async def test_pull_header_fields_and_commit_sysflag_match_java(signed: bool) ->
         {k: v for k, v in java_70.items() if k != "subVersion"}
     assert ours[1]["subVersion"] == "1795244539999"
     assert client.sent[0].code == 11 and not client.sent[0].is_response
-    assert core.pull._waiting == {}  # nothing left for the timeout sweep
+    assert pull._waiting == {}  # nothing left for the timeout sweep
 
 
 def test_heartbeat_body_shape_matches_java() -> None:

@@ -29,7 +29,7 @@ _FROM = {"first": "CONSUME_FROM_FIRST_OFFSET", "last": "CONSUME_FROM_LAST_OFFSET
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``consume`` sub-command to the main parser."""
-    p = subparsers.add_parser("consume", help="consume messages as a push-consumer group member (JSON lines)")
+    p: argparse.ArgumentParser = subparsers.add_parser("consume", help="consume messages as a push-consumer group member (JSON lines)")
     p.add_argument("--namesrv", default=None, help="name servers host:port[;host:port]")
     p.add_argument("--group", required=True, help="consumer group")
     p.add_argument("--topic", required=True)

@@ -65,6 +65,11 @@ def parse_consume_timestamp(text: str) -> int:
         raise ConfigError("consume_timestamp", f"{text!r} is not yyyyMMddHHmmss") from None
 
 
+def enum_value(value: enum.Enum | str) -> str:
+    """An enum knob's wire name (a knob may still hold the string it was given before validate())."""
+    return value.value if isinstance(value, enum.Enum) else str(value)
+
+
 def _enum(cls: type[enum.Enum], value: Any, knob: str) -> Any:
     if isinstance(value, cls):
         return value

@@ -14,18 +14,17 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from ..message import MessageExt
 from ..queue import MessageQueue
-from .config import ConsumeStatus
+from .config import ConsumerConfig, ConsumeStatus
 from .consume_pool import ConsumePool
+from .lifecycle import Background, Lifecycle
 from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
+from .ports import OffsetSink, OwnedQueues, SendBackFn
 from .process_queue import ProcessQueue
-
-if TYPE_CHECKING:
-    from .core import ConsumerCore
 
 log = logging.getLogger(__name__)
 
@@ -37,33 +36,40 @@ RESULT_POLL_MAX = 0.02  # ... backing off to this while listeners are slow  # Ja
 EXPIRED_DELAY_LEVEL = 3  # Java cleanExpiredMsg sends back with delay level 3
 
 Failure = tuple[list[MessageExt], int]  # (messages, delay level)
+# what a worker reports for one batch: messages, queue, token, failures, listener seconds
+Result = tuple[Sequence[MessageExt], ProcessQueue, MessageQueue, int, list[Failure], float]
 
 
 class ConcurrentConsumeService:
     """Runs a concurrent listener over pulled batches and settles offsets per batch."""
 
-    def __init__(self, core: ConsumerCore, listener: Listener) -> None:
-        self.core = core
+    def __init__(self, *, config: ConsumerConfig, group: str, listener: Listener, life: Lifecycle,
+                 offsets: OffsetSink, send_back: SendBackFn, table: OwnedQueues) -> None:
+        self.config = config
         self.listener = listener
+        self.life = life
+        self.offsets = offsets
+        self.send_back = send_back
+        self.table = table
         self.is_async = is_async_listener(listener)
         self.loop = asyncio.get_running_loop()
-        self.batch_max = core.config.consume_message_batch_max_size
+        self.batch_max = config.consume_message_batch_max_size
         self.inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.bg = Background("concurrent consume")
         self.consumed_ok = 0
         self.consumed_failed = 0
         self.consume_rt_total = 0.0
         # Worker results go through a deque that the loop polls (pull loop + a timer armed while
         # batches are in flight): workers never wake the loop, which would cost a self-pipe write,
         # a loop iteration and a GIL hand-off per burst.
-        self._results: collections.deque[tuple] = collections.deque()  # type: ignore[type-arg]
+        self._results: collections.deque[Result] = collections.deque()
         self._poll_timer: asyncio.TimerHandle | None = None
         self._poll_interval = RESULT_POLL_MIN
         self.pool: ConsumePool | None = None
         if not self.is_async:
-            self.pool = ConsumePool(core.config.consume_thread_min, f"ConsumeMessageThread_{core.group}")
+            self.pool = ConsumePool(config.consume_thread_min, f"ConsumeMessageThread_{group}")
         self._kick_scheduled = False
         self._kick_timer: asyncio.TimerHandle | None = None
 
@@ -96,7 +102,7 @@ class ConcurrentConsumeService:
         self.inflight += 1
         self._idle.clear()
         if self.is_async:
-            self._spawn(self._run_async(msgs, pq, mq, token))
+            self._spawn(self._run_async(msgs, pq, mq, token), f"consume {mq}")
         else:
             assert self.pool is not None
             self.pool.submit(self._run_sync, msgs, pq, mq, token)
@@ -105,10 +111,8 @@ class ConcurrentConsumeService:
                 self._poll_interval = RESULT_POLL_MIN
                 self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
 
-    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
-        task = self.loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self.bg.spawn(coro, name)
 
     def _run_sync(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int) -> None:
         """Worker thread: call the listener per slice, report the batch once."""
@@ -152,7 +156,7 @@ class ConcurrentConsumeService:
                 ctx = ConsumeContext(mq)  # the listener changed it: a fresh one for the next call
         self._results.append((msgs, pq, mq, token, failures, time.monotonic() - start))
 
-    def _drain_results(self) -> None:
+    def settle_ready(self) -> None:
         """Settle what the workers finished (loop thread; also called by the pull loops)."""
         results = self._results
         while results:
@@ -163,7 +167,7 @@ class ConcurrentConsumeService:
         if self.pool is not None and self.pool.pending():
             self.pool.grow()  # batches still wait: one more worker if the awake ones are stuck
         if self._results:
-            self._drain_results()
+            self.settle_ready()
             self._poll_interval = RESULT_POLL_MIN
         else:  # a slow listener: poll less often, up to RESULT_POLL_MAX
             self._poll_interval = min(self._poll_interval * 2, RESULT_POLL_MAX)
@@ -202,7 +206,7 @@ class ConcurrentConsumeService:
             if not pq.dropped:  # a dropped queue moved to another member: do not touch offsets
                 offset = pq.remove_messages(msgs)
                 if offset >= 0:
-                    self.core.offset_store.update_offset(mq, offset, True)
+                    self.offsets.update_offset(mq, offset, True)
             self._done_one()
             return
         n_failed = sum(len(f[0]) for f in failures)
@@ -211,11 +215,11 @@ class ConcurrentConsumeService:
         if pq.dropped:
             self._done_one()
             return
-        if self.core.config.clustering:
+        if self.config.clustering:
             failed_ids = {id(m) for f in failures for m in f[0]}
             ok = [m for m in msgs if id(m) not in failed_ids]
             self._commit(pq, mq, ok)
-            self._spawn(self._send_back(failures, pq, mq))
+            self._spawn(self._send_back(failures, pq, mq), f"send back {mq}")
         else:
             for f_msgs, _ in failures:
                 log.warning("broadcasting: dropping %d failed message(s) of %s (first offset %d)",
@@ -226,13 +230,13 @@ class ConcurrentConsumeService:
     def _commit(self, pq: ProcessQueue, mq: MessageQueue, msgs: Sequence[MessageExt]) -> None:
         offset = pq.remove_messages(msgs)
         if offset >= 0 and not pq.dropped:
-            self.core.offset_store.update_offset(mq, offset, increase_only=True)
+            self.offsets.update_offset(mq, offset, increase_only=True)
 
     async def _send_back(self, failures: list[Failure], pq: ProcessQueue, mq: MessageQueue) -> None:
         retry_later: list[MessageExt] = []
         for f_msgs, delay_level in failures:
             for m in f_msgs:
-                if await self.core.send_back.send(m, delay_level, mq):
+                if await self.send_back(m, delay_level, mq):
                     self._commit(pq, mq, [m])
                 else:
                     retry_later.append(m)
@@ -240,7 +244,7 @@ class ConcurrentConsumeService:
             for m in retry_later:  # Java bumps the local count before re-submitting
                 m.reconsume_times += 1
             await asyncio.sleep(RESUBMIT_DELAY)
-            if not pq.dropped and not self.core.closing:
+            if not pq.dropped and not self.life.closing:
                 self.submit(retry_later, pq, mq)
 
     def _done_one(self) -> None:
@@ -252,11 +256,11 @@ class ConcurrentConsumeService:
     # -- maintenance ---------------------------------------------------------------------------
     async def clean_expired(self) -> None:
         """Send back messages whose listener call exceeded consume_timeout (Java cleanExpiredMsg)."""
-        timeout = self.core.config.consume_timeout
-        for mq, pq in list(self.core.rebalancer.table.items()):
+        timeout = self.config.consume_timeout
+        for mq, pq in list(self.table.items()):
             for m in pq.expired_messages(timeout):
                 log.warning("message %s of %s exceeded consume_timeout; sending it back", m.msg_id, mq)
-                if await self.core.send_back.send(m, EXPIRED_DELAY_LEVEL, mq):
+                if await self.send_back(m, EXPIRED_DELAY_LEVEL, mq):
                     self._commit(pq, mq, [m])
 
     async def drain(self, timeout: float) -> bool:
@@ -271,8 +275,6 @@ class ConcurrentConsumeService:
         if self._poll_timer is not None:
             self._poll_timer.cancel()
             self._poll_timer = None
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.bg.cancel_all()
         if self.pool is not None:
             self.pool.shutdown()

@@ -14,18 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from ..config import RETRY_PREFIX
 from ..message import PROPERTY_RETRY_TOPIC, MessageExt
 from ..queue import MessageQueue
+from .config import ConsumerConfig
+from .lifecycle import Background, Lifecycle
 from .listener import Listener, OrderlyContext, is_async_listener, orderly_ok
+from .ports import LockFn, OffsetSink, SendBackFn
 from .process_queue import ProcessQueue
-
-if TYPE_CHECKING:
-    from .core import ConsumerCore
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +36,22 @@ YIELD_DELAY = 0.01
 class OrderlyConsumeService:
     """Consumes each owned queue sequentially; never two workers on one queue."""
 
-    def __init__(self, core: ConsumerCore, listener: Listener) -> None:
-        self.core = core
+    def __init__(self, *, config: ConsumerConfig, group: str, listener: Listener, life: Lifecycle,
+                 offsets: OffsetSink, send_back: SendBackFn, max_reconsume_times: int,
+                 lock: LockFn | None) -> None:
+        self.config = config
         self.listener = listener
+        self.life = life
+        self.offsets = offsets
+        self.send_back = send_back
+        self.max_reconsume_times = max_reconsume_times
+        self.lock = lock  # clustering: LOCK_BATCH_MQ of one queue
         self.is_async = is_async_listener(listener)
+        self.bg = Background("orderly consume")
         self.pool: ThreadPoolExecutor | None = None
         if not self.is_async:
-            self.pool = ThreadPoolExecutor(core.config.consume_thread_min,
-                                           thread_name_prefix=f"ConsumeMessageThread_{core.group}")
+            self.pool = ThreadPoolExecutor(config.consume_thread_min,
+                                           thread_name_prefix=f"ConsumeMessageThread_{group}")
         self.tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         # a queue waiting to be consumed again: after a yield or a refused lock (timer), or for
         # its re-lock (task); either holds the queue, so a new pull does not start a worker early
@@ -57,8 +64,11 @@ class OrderlyConsumeService:
     def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         self._ensure_worker(pq, mq)
 
+    def settle_ready(self) -> None:
+        """Nothing to settle: an orderly worker commits on the loop as it goes."""
+
     def _ensure_worker(self, pq: ProcessQueue, mq: MessageQueue) -> None:
-        if self.core.closing:
+        if self.life.closing:
             return
         timer = self._timers.get(mq)
         if timer is not None:
@@ -75,12 +85,11 @@ class OrderlyConsumeService:
         task = self.tasks.get(mq)
         if task is not None and not task.done():
             return
-        self.tasks[mq] = asyncio.get_running_loop().create_task(self._consume_queue(pq, mq),
-                                                                name=f"orderly {mq}")
+        self.tasks[mq] = self.bg.spawn(self._consume_queue(pq, mq), f"orderly {mq}")
 
     def _later(self, delay: float, pq: ProcessQueue, mq: MessageQueue) -> None:
         """Start the queue's worker again after ``delay``."""
-        if self.core.closing:
+        if self.life.closing:
             return
         old = self._timers.pop(mq, None)
         if old is not None:
@@ -94,24 +103,23 @@ class OrderlyConsumeService:
         self._ensure_worker(pq, mq)
 
     def _relock_soon(self, pq: ProcessQueue, mq: MessageQueue) -> None:
-        if self.core.closing:
+        if self.life.closing:
             return
         old = self._relocks.get(mq)
         if old is not None:
             if old[0] is pq:
                 return
             old[1].cancel()  # for the queue's previous (dropped) process queue
-        self._relocks[mq] = (pq, asyncio.get_running_loop().create_task(self._relock(pq, mq),
-                                                                         name=f"relock {mq}"))
+        self._relocks[mq] = (pq, self.bg.spawn(self._relock(pq, mq), f"relock {mq}"))
 
     async def _relock(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         """Java tryLockLaterAndReconsume: lock again shortly, then consume (or retry later)."""
         ok = False
         try:
             await asyncio.sleep(RETRY_LOCK_SOON)
-            if pq.dropped or self.core.closing:
+            if pq.dropped or self.life.closing or self.lock is None:
                 return
-            ok = await self.core.rebalancer.lock(mq)
+            ok = await self.lock(mq)
         finally:
             entry = self._relocks.get(mq)
             if entry is not None and entry[1] is asyncio.current_task():
@@ -139,12 +147,12 @@ class OrderlyConsumeService:
         return await asyncio.get_running_loop().run_in_executor(self.pool, self.listener, msgs, ctx)
 
     async def _consume_queue(self, pq: ProcessQueue, mq: MessageQueue) -> None:
-        core = self.core
-        cfg = core.config
+        cfg = self.config
+        life = self.life
         began = time.monotonic()
         pq.orderly_running = True
         try:
-            while not pq.dropped and not core.closing:
+            while not pq.dropped and not life.closing:
                 if cfg.clustering and (not pq.locked or pq.is_lock_expired(cfg.lock_max_live_time)):
                     # re-lock soon and resume; the lock renewal may also bring it back
                     self._relock_soon(pq, mq)
@@ -176,13 +184,13 @@ class OrderlyConsumeService:
                     self.consumed_ok += len(msgs)
                     offset = pq.commit()
                     if offset >= 0:
-                        core.offset_store.update_offset(mq, offset, increase_only=False)
+                        self.offsets.update_offset(mq, offset, increase_only=False)
                     continue
                 self.consumed_failed += len(msgs)
                 if await self._past_max(msgs):
                     offset = pq.commit()  # sent to retry/DLQ: they count as consumed
                     if offset >= 0:
-                        core.offset_store.update_offset(mq, offset, increase_only=False)
+                        self.offsets.update_offset(mq, offset, increase_only=False)
                     continue
                 pq.make_messages_consume_again(msgs)
                 pause = ctx.suspend_current_queue_time if ctx.suspend_current_queue_time > 0 \
@@ -193,12 +201,12 @@ class OrderlyConsumeService:
 
     async def _past_max(self, msgs: list[MessageExt]) -> bool:
         """Java checkReconsumeTimes: bump local counts; True if every message went to retry/DLQ."""
-        max_times = self.core.send_back.max_reconsume_times()
+        max_times = self.max_reconsume_times
         suspend = False
         for m in msgs:
             if m.reconsume_times >= max_times:
                 # delay level -1: straight to %DLQ% (the fallback send lets the broker decide)
-                if not await self.core.send_back.send(m, -1):
+                if not await self.send_back(m, -1, None):
                     suspend = True
                     m.reconsume_times += 1
             else:
@@ -214,12 +222,16 @@ class OrderlyConsumeService:
         done, _ = await asyncio.wait([task], timeout=timeout)
         return bool(done)
 
-    def when_queue_idle(self, mq: MessageQueue, callback: object) -> None:
+    def when_queue_idle(self, mq: MessageQueue, callback: Callable[[], Awaitable[None]]) -> None:
         task = self.tasks.get(mq)
+
+        async def run() -> None:
+            await callback()
+
         if task is None or task.done():
-            asyncio.ensure_future(callback())  # type: ignore[operator]
+            self.bg.spawn(run(), f"after {mq}")
         else:
-            task.add_done_callback(lambda _t: asyncio.ensure_future(callback()))  # type: ignore[operator]
+            task.add_done_callback(lambda _t: self.bg.spawn(run(), f"after {mq}"))
 
     async def drain(self, timeout: float) -> bool:
         tasks = [t for t in self.tasks.values() if not t.done()]
@@ -230,9 +242,7 @@ class OrderlyConsumeService:
 
     async def close(self) -> None:
         await self.stop_relocking()
-        for t in self.tasks.values():
-            t.cancel()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        await self.bg.cancel_all()
         self.tasks.clear()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,10 +1,12 @@
 """The push consumer's engine on asyncio (Java DefaultMQPushConsumerImpl + MQClientInstance).
 
-`ConsumerCore` wires the parts together and runs the background routines:
-rebalance (every rebalance_interval and on demand), offset persistence,
-heartbeats, route polling, orderly lock renewal and the consume-timeout
-cleaner. It lives on one event loop; `push.PushConsumer` is the thread-safe
-facade and `AsyncPushConsumer` the native asyncio face.
+`ConsumerCore` is the composition root: `start()` builds the services, each with
+the narrow interfaces of `ports` it needs (no service holds the core or reaches
+into a sibling), and runs the background routines: rebalance (every
+rebalance_interval and on demand), offset persistence, heartbeats, route
+polling, orderly lock renewal and the consume-timeout cleaner. It lives on one
+event loop; `push.PushConsumer` is the thread-safe facade and
+`AsyncPushConsumer` the native asyncio face.
 """
 
 from __future__ import annotations
@@ -15,28 +17,47 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from ..batch import BatchDecoder, PullFilter
 from ..config import RETRY_PREFIX, retry_topic
-from ..errors import AclDeniedError, ClientStateError, ConfigError, RocketMQError
+from ..errors import (
+    AclDeniedError,
+    ClientStateError,
+    ConfigError,
+    MessageDecodeError,
+    ProtocolError,
+    RocketMQError,
+)
+from ..message import decode_messages
 from ..mqclient import MQClient
 from ..queue import MessageQueue
 from .allocate import AllocateStrategy, strategy_by_name
 from .client_handlers import register_handlers
-from .config import ConsumerConfig, MessageModel
+from .config import ConsumerConfig, MessageModel, enum_value
+from .consume_batch import BatchConsumeService, BatchListener
 from .consume_concurrent import ConcurrentConsumeService
 from .consume_orderly import OrderlyConsumeService
-from .listener import Listener
+from .lifecycle import Background, ConsumerState, Lifecycle
+from .listener import ConsumeContext, Listener, OrderlyContext, consume_message_directly, run_listener
+from .locks import QueueLocks
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from .ports import FlowLimits, StopOffsets
+from .process_queue import ProcessQueue
 from .pull import PullService
-from .rebalance import Rebalancer
+from .rebalance import AssignmentCallback, Rebalancer
+from .running_info import consumer_running_info
 from .send_back import INNER_PRODUCER_GROUP, SendBack
+from .start_offset import StartOffsets
 from .subscription import SubscriptionData, build_subscription
 
 log = logging.getLogger(__name__)
 
 _GROUP_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 HEARTBEAT_TIMEOUT = 3.0
+
+ConsumeService = ConcurrentConsumeService | OrderlyConsumeService | BatchConsumeService
 
 
 def check_group(group: str) -> None:
@@ -51,6 +72,19 @@ def check_group(group: str) -> None:
         raise ConfigError("group", "DEFAULT_CONSUMER is reserved; choose another consumer group")
 
 
+@dataclass
+class _Parts:
+    """The services of a started consumer."""
+
+    client: MQClient
+    offsets: OffsetStore
+    send_back: SendBack
+    consume: ConsumeService
+    pull: PullService
+    rebalancer: Rebalancer
+    locks: QueueLocks | None
+
+
 class ConsumerCore:
     """State and background routines of one push consumer (runs on one event loop)."""
 
@@ -62,142 +96,214 @@ class ConsumerCore:
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.user_topics: dict[str, str] = {}  # namespaced topic -> user expression
         self.listener: Listener | None = None
+        self.batch_listener: tuple[BatchListener, BatchDecoder] | None = None
         self.orderly = False
         self.strategy: AllocateStrategy = (strategy_by_name(config.allocate_strategy)
                                            if isinstance(config.allocate_strategy, str)
                                            else config.allocate_strategy)
-        self.client: MQClient = None  # type: ignore[assignment]  # created in start()
-        self.offset_store: OffsetStore = None  # type: ignore[assignment]
-        self.rebalancer = Rebalancer(self)
-        self.pull = PullService(self)
-        self.consume: ConcurrentConsumeService | OrderlyConsumeService | None = None
-        self.send_back = SendBack(self)
-        self.state = "CREATED"
-        self.closing = False
-        self.paused = False
+        self.life = Lifecycle()
+        self.table: dict[MessageQueue, ProcessQueue] = {}  # written by the rebalancer only
+        self.stops = StopOffsets()
+        self.limits = FlowLimits(config.pull_threshold_for_queue, config.pull_threshold_size_for_queue)
+        self.assignment_callbacks: list[AssignmentCallback] = []
+        self.bg = Background("consumer")
+        self.parts: _Parts | None = None
         self.started_at = 0.0
         self.denied: AclDeniedError | None = None  # the last request the broker's ACL refused
-        self._tasks: list[asyncio.Task[None]] = []
-        self._rebalance_wakeup: asyncio.Event | None = None
-        self._stop_offsets_changed: asyncio.Future[None] | None = None
-        self.now = time.monotonic
 
     # -- identity ---------------------------------------------------------------------
     @property
+    def state(self) -> ConsumerState:
+        return self.life.state
+
+    @property
     def client_id(self) -> str:
-        return self.client.client_id if self.client is not None else self.config.client_id()
+        return self.parts.client.client_id if self.parts is not None else self.config.client_id()
 
     @property
     def ns_group(self) -> str:
         return self.config.with_namespace(self.group)
+
+    def _running(self) -> _Parts:
+        if self.parts is None:
+            raise ClientStateError(f"consumer is {self.life.state.value}; start() it first")
+        return self.parts
 
     # -- configuration before start ------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*") -> None:
         sub = build_subscription(self.config.with_namespace(topic), expression)
         self.subscriptions[sub.topic] = sub
         self.user_topics[sub.topic] = expression
+        if self.life.state is ConsumerState.RUNNING:  # the broker must know it before the rebalance
+            self.bg.spawn(self._after_subscribe(), f"subscribe {topic}")
+
+    async def _after_subscribe(self) -> None:
+        await self.send_heartbeat()
+        self.wake_rebalance()
 
     def unsubscribe(self, topic: str) -> None:
         self.subscriptions.pop(self.config.with_namespace(topic), None)
 
-    def register_listener(self, fn: Listener, orderly: bool = False) -> None:
+    def _check_registration(self, fn: object, what: str) -> None:
         if not callable(fn):
-            raise ConfigError("listener", f"{fn!r} is not callable")
-        if self.state != "CREATED":
+            raise ConfigError(what, f"{fn!r} is not callable")
+        if self.life.state is not ConsumerState.CREATED:
             raise ClientStateError("register the listener before start()")
+        if self.listener is not None or self.batch_listener is not None:
+            raise ClientStateError("a consumer has one listener; it is registered already")
+
+    def register_listener(self, fn: Listener, orderly: bool = False) -> None:
+        self._check_registration(fn, "listener")
         self.listener = fn
         self.orderly = orderly
 
+    def register_batch_listener(self, fn: BatchListener, decoder: BatchDecoder) -> None:
+        self._check_registration(fn, "listener")
+        if not callable(decoder):
+            raise ConfigError("decoder", f"{decoder!r} is not callable")
+        self.batch_listener = (fn, decoder)
+
+    def add_assignment_callback(self, callback: AssignmentCallback) -> None:
+        self.assignment_callbacks.append(callback)
+
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        if self.state != "CREATED":
-            raise ClientStateError(f"consumer is {self.state}; a consumer can start only once")
-        if self.listener is None:
+        if self.life.state is not ConsumerState.CREATED:
+            raise ClientStateError(f"consumer is {self.life.state.value}; a consumer can start only once")
+        if self.listener is None and self.batch_listener is None:
             raise ClientStateError("register a listener before start()")
         if not self.subscriptions:
             raise ClientStateError("subscribe to at least one topic before start()")
         if self.config.clustering and self.config.instance_name == "DEFAULT":
             # Java changeInstanceNameToPID: unique client ids for members in one process
             self.config = self.config.replace(instance_name=f"{os.getpid()}#{time.monotonic_ns()}")
-        self.state = "STARTING"
-        self.client = MQClient(self.config)
-        await self.client.start()
-        register_handlers(self)
-        if self.config.clustering:
-            self.offset_store = RemoteBrokerOffsetStore(self.client, self.group,
-                                                        enable_commit=self.config.enable_offset_commit)
-            rt = self.config.with_namespace(retry_topic(self.group))
-            self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
-        else:
-            self.offset_store = LocalFileOffsetStore(self.config.offset_store_dir, self.client_id, self.group,
-                                                     enable_commit=self.config.enable_offset_commit)
-        await self.offset_store.load()
-        self.consume = (OrderlyConsumeService if self.orderly else ConcurrentConsumeService)(self, self.listener)
-        self._rebalance_wakeup = asyncio.Event()
-        self._stop_offsets_changed = asyncio.get_running_loop().create_future()
+        self.life.advance(ConsumerState.STARTING)
+        cfg = self.config
+        client = MQClient(cfg)
+        try:
+            await client.start()
+            offsets: OffsetStore
+            if cfg.clustering:
+                offsets = RemoteBrokerOffsetStore(client, self.group, enable_commit=cfg.enable_offset_commit)
+                rt = cfg.with_namespace(retry_topic(self.group))
+                self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
+            else:
+                offsets = LocalFileOffsetStore(cfg.offset_store_dir, client.client_id, self.group,
+                                               enable_commit=cfg.enable_offset_commit)
+            self.parts = self._build(client, offsets)
+        except BaseException:
+            await client.close()  # shutdown() closes it once the parts exist
+            raise
+        register_handlers(client, self, self.bg)
+        await offsets.load()
         for topic in list(self.subscriptions):
             try:
-                await self.client.get_route(topic)
+                await client.get_route(topic)
             except RocketMQError as exc:  # %RETRY% has no route before the first heartbeat
                 log.info("no route yet for %s: %s", topic, exc)
         if not await self.send_heartbeat() and self.denied is not None:
             raise self.denied  # no broker took the heartbeat and the ACL refused it: it will not change
         self.started_at = time.time()
-        self.state = "RUNNING"
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._rebalance_loop(), name="rebalance"),
-                       loop.create_task(self._every(self.config.persist_consumer_offset_interval,
-                                                    self.persist_offsets), name="persist"),
-                       loop.create_task(self._every(self.config.heartbeat_broker_interval,
-                                                    self.send_heartbeat), name="heartbeat"),
-                       loop.create_task(self._every(self.config.poll_name_server_interval,
-                                                    self._poll_routes), name="routes")]
-        if self.orderly and self.config.clustering:
-            self._tasks.append(loop.create_task(self._every(self.config.lock_interval,
-                                                            self.rebalancer.lock_all), name="lock"))
-        if isinstance(self.consume, ConcurrentConsumeService):
-            self._tasks.append(loop.create_task(self._every(self.config.consume_timeout,
-                                                            self.consume.clean_expired), name="cleaner"))
+        self.life.advance(ConsumerState.RUNNING)
+        parts = self.parts
+        bg = self.bg
+        bg.spawn(parts.rebalancer.run(), "rebalance")
+        bg.spawn(self._every(cfg.persist_consumer_offset_interval, self.persist_offsets), "persist")
+        bg.spawn(self._every(cfg.heartbeat_broker_interval, self.send_heartbeat), "heartbeat")
+        bg.spawn(self._every(cfg.poll_name_server_interval, client.refresh_routes), "routes")
+        if parts.locks is not None:
+            bg.spawn(self._every(cfg.lock_interval, parts.locks.lock_all), "lock")
+        if isinstance(parts.consume, ConcurrentConsumeService):
+            bg.spawn(self._every(cfg.consume_timeout, parts.consume.clean_expired), "cleaner")
         self.wake_rebalance()
+
+    def _build(self, client: MQClient, offsets: OffsetStore) -> _Parts:
+        """Wire the services; each gets only the views and hooks it uses."""
+        cfg = self.config
+        life = self.life
+        send_back = SendBack(cfg, client, self.group, self.orderly)
+        locks = None
+        if self.orderly and cfg.clustering:
+            locks = QueueLocks(client, client.client_id, self.ns_group, self.table, life)
+        consume: ConsumeService
+        if self.batch_listener is not None:
+            consume = BatchConsumeService(config=cfg, group=self.group, listener=self.batch_listener[0],
+                                          life=life, offsets=offsets, send_back=send_back.send)
+        elif self.orderly:
+            assert self.listener is not None
+            consume = OrderlyConsumeService(config=cfg, group=self.group, listener=self.listener, life=life,
+                                            offsets=offsets, send_back=send_back.send,
+                                            max_reconsume_times=send_back.max_reconsume_times(),
+                                            lock=locks.lock if locks is not None else None)
+        else:
+            assert self.listener is not None
+            consume = ConcurrentConsumeService(config=cfg, group=self.group, listener=self.listener, life=life,
+                                               offsets=offsets, send_back=send_back.send, table=self.table)
+        start_offset = StartOffsets(cfg, client, offsets)
+
+        def forget(mq: MessageQueue, pq: ProcessQueue) -> None:
+            rebalancer.forget(mq, pq)
+
+        if isinstance(consume, BatchConsumeService):
+            assert self.batch_listener is not None
+            pull = PullService(config=cfg, client=client, group=self.ns_group, subscriptions=self.subscriptions,
+                               life=life, offsets=offsets, limits=self.limits, stops=self.stops, orderly=False,
+                               start_offset=start_offset, forget_queue=forget, settle=consume.settle_ready,
+                               on_denied=self.note_denied, batches=(self.batch_listener[1], consume.submit_batch))
+        else:
+            pull = PullService(config=cfg, client=client, group=self.ns_group, subscriptions=self.subscriptions,
+                               life=life, offsets=offsets, limits=self.limits, stops=self.stops,
+                               orderly=self.orderly, start_offset=start_offset, forget_queue=forget,
+                               settle=consume.settle_ready, on_denied=self.note_denied, submit=consume.submit)
+        rebalancer = Rebalancer(config=cfg, client=client, group=self.group, client_id=client.client_id,
+                                strategy=self.strategy, subscriptions=self.subscriptions, life=life,
+                                table=self.table, offsets=offsets, start_offset=start_offset, pull=pull,
+                                release=consume if isinstance(consume, OrderlyConsumeService) else None,
+                                locks=locks, on_changed=self.on_queues_changed, on_denied=self.note_denied,
+                                adjust_limits=self.adjust_thresholds, callbacks=self.assignment_callbacks)
+        return _Parts(client, offsets, send_back, consume, pull, rebalancer, locks)
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop pulling, drain or time out consumption, persist, unlock, unregister, close."""
-        if self.state in ("SHUTDOWN", "CREATED") or self.client is None:
-            self.state = "SHUTDOWN"
+        life = self.life
+        parts = self.parts
+        if life.state in (ConsumerState.SHUTDOWN, ConsumerState.STOPPING):
             return
-        self.closing = True  # from here on no lock path sends LOCK_BATCH_MQ
-        self.state = "STOPPING"
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.wait(self._tasks, timeout=5.0) if self._tasks else None
-        if isinstance(self.consume, OrderlyConsumeService):
-            await self.consume.stop_relocking()
-        await self.pull.stop_all()
+        if parts is None:  # never started, or start() failed before the services existed
+            if life.state is ConsumerState.STARTING:
+                life.advance(ConsumerState.STOPPING)
+            life.advance(ConsumerState.SHUTDOWN)
+            return
+        life.advance(ConsumerState.STOPPING)  # from here on no lock path sends LOCK_BATCH_MQ
+        await self.bg.cancel_all()
+        if isinstance(parts.consume, OrderlyConsumeService):
+            await parts.consume.stop_relocking()
+        await parts.pull.stop_all()
         wait = self.config.await_termination_when_shutdown if timeout is None else timeout
-        if self.consume is not None and not await self.consume.drain(wait):
+        if not await parts.consume.drain(wait):
             log.warning("in-flight consumption did not finish within %.1fs; its messages will be "
                         "delivered again", wait)
-        await self._persist_final()
-        if self.orderly and self.config.clustering:
+        await self._persist_final(parts)
+        if parts.locks is not None:
             # after every locking task has stopped, and covering locks granted to requests whose
             # caller was cancelled (a rebalance taking over a leaver's queues, a re-lock)
-            await self.rebalancer.unlock_all_final()
-        for pq in self.rebalancer.table.values():
+            await parts.locks.unlock_all_final()
+        for pq in self.table.values():
             pq.drop()
-        await self._unregister()
-        if self.consume is not None:
-            await self.consume.close()
-        await self.send_back.close()
-        await self.client.close()
-        self.state = "SHUTDOWN"
+        await self._unregister(parts.client)
+        await parts.consume.close()
+        await parts.send_back.close()
+        await parts.client.close()
+        life.advance(ConsumerState.SHUTDOWN)
 
-    async def _persist_final(self) -> None:
-        owned = list(self.rebalancer.table)
+    async def _persist_final(self, parts: _Parts) -> None:
+        owned = list(self.table)
+        offsets = parts.offsets
         if not owned or not self.config.enable_offset_commit:
             return
-        if isinstance(self.offset_store, RemoteBrokerOffsetStore):
-            results = await asyncio.gather(*(self.offset_store.persist_sync(mq) for mq in owned
-                                             if self.offset_store.memory_offset(mq) >= 0),
+        if isinstance(offsets, RemoteBrokerOffsetStore):
+            results = await asyncio.gather(*(offsets.persist_sync(mq) for mq in owned
+                                             if offsets.memory_offset(mq) >= 0),
                                            return_exceptions=True)
             for r in results:
                 if isinstance(r, AclDeniedError):
@@ -205,15 +311,15 @@ class ConsumerCore:
                 elif isinstance(r, Exception):
                     log.warning("final offset persist failed: %s", r)
         else:
-            await self.offset_store.persist_all(owned)
+            await offsets.persist_all(owned)
 
-    async def _unregister(self) -> None:
-        for name, addrs in self.client.broker_addrs().items():
+    async def _unregister(self, client: MQClient) -> None:
+        for name, addrs in client.broker_addrs().items():
             for addr in addrs.values():
                 for consumer_group, producer_group in ((self.ns_group, None), (None, INNER_PRODUCER_GROUP)):
                     try:
-                        await self.client.unregister(addr, self.client_id, consumer_group=consumer_group,
-                                                     producer_group=producer_group)
+                        await client.unregister(addr, self.client_id, consumer_group=consumer_group,
+                                                producer_group=producer_group)
                     except RocketMQError as exc:
                         log.info("UNREGISTER_CLIENT on %s (%s) failed: %s", name, addr, exc)
 
@@ -221,7 +327,7 @@ class ConsumerCore:
     async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]]) -> None:
         # `while not closing`, not `while True`: Python 3.11's asyncio.wait_for (used by RPCs) can
         # swallow a cancellation that races with a completed result; shutdown must still end the loop
-        while not self.closing:
+        while not self.life.closing:
             await asyncio.sleep(interval)
             try:
                 await fn()
@@ -231,42 +337,23 @@ class ConsumerCore:
                 log.exception("periodic %s failed", getattr(fn, "__name__", fn))
 
     def wake_rebalance(self) -> None:
-        if self._rebalance_wakeup is not None:
-            self._rebalance_wakeup.set()
+        if self.parts is not None:
+            self.parts.rebalancer.wake()
 
-    async def _rebalance_loop(self) -> None:
-        assert self._rebalance_wakeup is not None
-        while not self.closing:  # see _every: a swallowed cancellation must not keep this alive
-            try:
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.config.rebalance_interval)
-            except asyncio.TimeoutError:
-                pass
-            self._rebalance_wakeup.clear()
-            if self.paused:
-                continue
-            try:
-                await self.rebalancer.do_rebalance()
-            except asyncio.CancelledError:
-                raise
-            except AclDeniedError as exc:
-                self.note_denied("rebalance", exc)
-            except Exception:
-                log.exception("rebalance failed")
-
-    async def _poll_routes(self) -> None:
-        await self.client.refresh_routes()
+    async def rebalance_now(self) -> bool:
+        return await self._running().rebalancer.do_rebalance()
 
     async def persist_offsets(self) -> None:
-        await self.offset_store.persist_all(list(self.rebalancer.table))
+        await self._running().offsets.persist_all(list(self.table))
 
     def heartbeat_data(self) -> dict[str, Any]:
         return {
             "clientID": self.client_id,
             "consumerDataSet": [{
-                "consumeFromWhere": self.config.consume_from_where.value,  # type: ignore[union-attr]
+                "consumeFromWhere": enum_value(self.config.consume_from_where),
                 "consumeType": "CONSUME_PASSIVELY",
                 "groupName": self.ns_group,
-                "messageModel": self.config.message_model.value,  # type: ignore[union-attr]
+                "messageModel": enum_value(self.config.message_model),
                 "subscriptionDataSet": [s.to_json() for s in self.subscriptions.values()],
                 "unitMode": self.config.unit_mode,
             }],
@@ -275,12 +362,13 @@ class ConsumerCore:
 
     async def send_heartbeat(self, data: dict[str, Any] | None = None) -> bool:
         """HEART_BEAT to every known broker (masters and slaves); True if one succeeded."""
+        client = self._running().client
         data = data or self.heartbeat_data()
         ok = False
-        for name, addrs in self.client.broker_addrs().items():
+        for name, addrs in client.broker_addrs().items():
             for addr in addrs.values():
                 try:
-                    await self.client.heartbeat(addr, data, HEARTBEAT_TIMEOUT)
+                    await client.heartbeat(addr, data, HEARTBEAT_TIMEOUT)
                     ok = True
                 except AclDeniedError as exc:
                     self.note_denied(f"heartbeat to {name}", exc)
@@ -291,7 +379,7 @@ class ConsumerCore:
     async def on_queues_changed(self, topic: str, mq_all: frozenset[MessageQueue],
                                 mine: frozenset[MessageQueue]) -> None:
         """Java messageQueueChanged: topic thresholds, new subVersion, immediate heartbeat."""
-        self.adjust_thresholds(len(self.rebalancer.table))
+        self.adjust_thresholds(len(self.table))
         sub = self.subscriptions.get(topic)
         if sub is None:
             return
@@ -307,73 +395,103 @@ class ConsumerCore:
         cfg = self.config
         n = max(1, n_queues)
         if cfg.pull_threshold_for_topic != -1:
-            self.pull.threshold_count = max(1, cfg.pull_threshold_for_topic // n)
+            self.limits.count = max(1, cfg.pull_threshold_for_topic // n)
         if cfg.pull_threshold_size_for_topic != -1:
-            self.pull.threshold_bytes = max(1, cfg.pull_threshold_size_for_topic // n) * 1024 * 1024
+            self.limits.bytes = max(1, cfg.pull_threshold_size_for_topic // n) * 1024 * 1024
 
     def note_denied(self, what: str, err: AclDeniedError) -> None:
         """Record a request the broker's ACL refused (`PushConsumer.denied`, ``stats()["denied"]``)."""
-        if self.denied is None or self.denied.reason != err.reason:  # warning: callers raise or report it
-            log.warning("%s refused: %s", what, err)
+        if self.denied is None or self.denied.reason != err.reason:
+            log.error("%s refused: %s", what, err)
         self.denied = err
+
+    # -- broker requests (ports.BrokerRequests) -------------------------------------------------
+    def owns_group(self, group: str | None) -> bool:
+        return group in (self.ns_group, self.group)
+
+    async def reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
+        await self._running().rebalancer.reset_offsets(self.config.with_namespace(topic), table)
+
+    def running_info(self) -> dict[str, Any]:
+        parts = self._running()
+        return consumer_running_info(config=self.config, group=self.group, orderly=self.orderly,
+                                     started_at=self.started_at, table=self.table,
+                                     memory_offset=parts.offsets.memory_offset, subscriptions=self.subscriptions,
+                                     consume=parts.consume)
+
+    async def consume_directly(self, body: bytes, broker_name: str) -> dict[str, Any]:
+        """Run the listener on the one message of ``body`` (CONSUME_MESSAGE_DIRECTLY)."""
+        try:
+            msgs = decode_messages(body)
+        except MessageDecodeError as exc:
+            raise ProtocolError(f"bad message body: {exc}") from None
+        if len(msgs) != 1:
+            raise ProtocolError(f"expected 1 message, got {len(msgs)}")
+        msg = msgs[0]
+        msg.broker_name = broker_name
+        mq = MessageQueue(msg.topic, broker_name, msg.queue_id)
+        if self.batch_listener is not None:
+            fn, decoder = self.batch_listener
+            batch = decoder(body, mq, PullFilter(None, None, mq.topic.startswith(RETRY_PREFIX),
+                                                 self.config.namespace))
+            return await consume_message_directly(run_listener(fn, batch), ConsumeContext(mq), False)
+        assert self.listener is not None
+        ctx = OrderlyContext(mq) if self.orderly else ConsumeContext(mq)
+        return await consume_message_directly(run_listener(self.listener, [msg]), ctx, self.orderly)
+
+    def offsets_of(self, topic: str) -> dict[MessageQueue, int]:
+        if self.parts is None:
+            return {}
+        return self.parts.offsets.clone_offset_table(self.config.with_namespace(topic))
 
     # -- user-facing helpers --------------------------------------------------------------------
     def suspend(self) -> None:
-        self.paused = True
+        self.life.paused = True
 
     def resume(self) -> None:
-        self.paused = False
+        self.life.paused = False
         self.wake_rebalance()
 
     def assigned_queues(self) -> frozenset[MessageQueue]:
-        return frozenset(mq for mq in self.rebalancer.table if not mq.topic.startswith(RETRY_PREFIX))
+        return frozenset(mq for mq in self.table if not mq.topic.startswith(RETRY_PREFIX))
 
     def set_stop_offsets(self, offsets: dict[MessageQueue, int]) -> None:
-        self.pull.stop_offsets.update({self._ns_mq(mq): int(off) for mq, off in offsets.items()})
-        fut = self._stop_offsets_changed
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-        if fut is not None:
-            self._stop_offsets_changed = asyncio.get_running_loop().create_future()
-
-    async def wait_stop_offsets_changed(self) -> None:
-        fut = self._stop_offsets_changed
-        if fut is None:
-            await asyncio.sleep(1)
-            return
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), 1.0)
-        except asyncio.TimeoutError:
-            pass
+        self.stops.update({self._ns_mq(mq): int(off) for mq, off in offsets.items()})
 
     def _ns_mq(self, mq: MessageQueue) -> MessageQueue:
         topic = self.config.with_namespace(mq.topic)
         return mq if topic == mq.topic else MessageQueue(topic, mq.broker_name, mq.queue_id)
 
     def stats(self) -> dict[str, Any]:
-        consume = self.consume
-        table = self.rebalancer.table
+        parts = self.parts
+        table = self.table
+        consume = parts.consume if parts is not None else None
+        pull = parts.pull if parts is not None else None
+        send_back = parts.send_back if parts is not None else None
+        errors = self.bg.errors
+        if parts is not None:
+            errors += parts.pull.bg.errors + parts.consume.bg.errors
         return {
             "group": self.group,
-            "client_id": self.client_id if self.client is not None else None,
-            "state": self.state,
-            "paused": self.paused,
-            "model": self.config.message_model.value,  # type: ignore[union-attr]
+            "client_id": self.client_id if parts is not None else None,
+            "state": self.life.state.value,
+            "paused": self.life.paused,
+            "model": enum_value(self.config.message_model),
             "orderly": self.orderly,
             "assigned_queues": len(table),
             "cached_messages": sum(pq.count for pq in table.values()),
             "cached_bytes": sum(pq.msg_size for pq in table.values()),
             "max_cached_in_queue": max((pq.count for pq in table.values()), default=0),
-            "pulls": self.pull.pulls,
-            "pulled_messages": self.pull.pulled_msgs,
-            "flow_control_delays": self.pull.flow_control_hits,
+            "pulls": pull.pulls if pull else 0,
+            "pulled_messages": pull.pulled_msgs if pull else 0,
+            "flow_control_delays": pull.flow_control_hits if pull else 0,
             "consumed_ok": consume.consumed_ok if consume else 0,
             "consumed_failed": consume.consumed_failed if consume else 0,
-            "sent_back": self.send_back.sent_back,
-            "fallback_sends": self.send_back.fallback_sends,
+            "sent_back": send_back.sent_back if send_back else 0,
+            "fallback_sends": send_back.fallback_sends if send_back else 0,
+            "background_errors": errors,
             "denied": str(self.denied) if self.denied is not None else None,
-            "offsets": {str(mq): off for mq, off in self.offset_store.table.items()}
-            if self.offset_store is not None else {},
+            "offsets": {str(mq): off for mq, off in parts.offsets.table.items()} if parts is not None else {},
         }
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..message import MessageExt
 from ..queue import MessageQueue
 from .config import ConsumeStatus, OrderlyStatus
 
@@ -73,3 +75,38 @@ async def maybe_await(value: Any) -> Any:
     if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
         return await value
     return value
+
+
+_CR = {ConsumeStatus.CONSUME_SUCCESS: "CR_SUCCESS", ConsumeStatus.RECONSUME_LATER: "CR_LATER"}
+
+
+async def consume_message_directly(call: Callable[[Any], Awaitable[Any]], ctx: ConsumeContext | OrderlyContext,
+                                   orderly: bool) -> dict[str, Any]:
+    """CONSUME_MESSAGE_DIRECTLY: ``await call(ctx)`` runs the listener once; ConsumeMessageDirectlyResult."""
+    start = time.monotonic()
+    remark = None
+    try:
+        status = await call(ctx)
+        if status is None:
+            result = "CR_RETURN_NULL"
+        elif orderly:
+            result = "CR_SUCCESS" if orderly_ok(status) else "CR_LATER"
+        else:
+            result = _CR.get(status, "CR_LATER")
+    except Exception as exc:  # noqa: BLE001 - a user listener may raise anything; report it like Java
+        result = "CR_THROW_EXCEPTION"
+        remark = f"{type(exc).__name__}: {exc}"
+    out: dict[str, Any] = {"autoCommit": True, "consumeResult": result, "order": orderly,
+                           "spentTimeMills": int((time.monotonic() - start) * 1000)}
+    if remark is not None:
+        out["remark"] = remark
+    return out
+
+
+def run_listener(listener: Listener, msgs: list[MessageExt] | Any) -> Callable[[Any], Awaitable[Any]]:
+    """``call(ctx)`` for `consume_message_directly`: sync listeners run in the default executor."""
+    async def call(ctx: Any) -> Any:
+        if is_async_listener(listener):
+            return await listener(msgs, ctx)
+        return await maybe_await(await asyncio.get_running_loop().run_in_executor(None, listener, msgs, ctx))
+    return call

@@ -79,6 +79,10 @@ class OffsetStore:
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         raise NotImplementedError
 
+    async def persist_sync(self, mq: MessageQueue) -> None:
+        """Persist ``mq``'s offset and return once it is durable (acknowledged or written)."""
+        raise NotImplementedError
+
     def remove_offset(self, mq: MessageQueue) -> None:
         self.table.pop(mq, None)
 

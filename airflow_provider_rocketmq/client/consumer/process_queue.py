@@ -8,8 +8,11 @@ offset order, so batch insertion order *is* offset order: the smallest cached
 offset is the first live message of the first batch (no tree map). Messages
 removed one at a time (failures sent back, the consume-timeout cleaner, orderly
 takes) are marked in their batch, which goes once none of it is left. Counts,
-bytes and span stay exact. Only the event-loop thread mutates a ProcessQueue;
-other threads (stats, tests) only read sizes.
+bytes and span stay exact. Batch listeners' pull results (`PulledBatch`) are
+cached by their summary alone (first/last offset, count, body bytes): no
+message object exists unless a failure path asks the batch for its messages.
+Only the event-loop thread mutates a ProcessQueue; other threads (stats, tests)
+only read sizes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..batch import PulledBatch
 from ..message import MessageExt
 
 
@@ -42,17 +46,42 @@ class _Batch:
             if gone is None or m.queue_offset not in gone:
                 yield m
 
-    def first_live(self) -> MessageExt:
+    def first_offset(self) -> int:
         if self.gone is None:
-            return self.msgs[self.head]
-        return next(self.live_msgs())
+            return self.msgs[self.head].queue_offset
+        return next(self.live_msgs()).queue_offset
 
-    def last_live(self) -> MessageExt:
+    def last_offset(self) -> int:
         msgs, gone = self.msgs, self.gone
         for i in range(len(msgs) - 1, self.head - 1, -1):
             if gone is None or msgs[i].queue_offset not in gone:
-                return msgs[i]
+                return msgs[i].queue_offset
         raise LookupError("empty batch")  # never: empty batches are removed
+
+
+class _Summary:
+    """A cached `PulledBatch` of a batch listener, known by its summary only (settled whole)."""
+
+    __slots__ = ("batch", "first", "gone", "head", "key", "last", "live", "size")
+
+    def __init__(self, batch: PulledBatch) -> None:
+        self.batch = batch
+        self.key = id(batch)
+        self.first = batch.first_offset
+        self.last = batch.last_offset
+        self.live = batch.count
+        self.size = batch.body_bytes
+        self.gone = None  # never set: a summary is removed whole (or expanded into a _Batch first)
+        self.head = 0
+
+    def live_msgs(self) -> Iterator[MessageExt]:
+        return iter(self.batch.messages())
+
+    def first_offset(self) -> int:
+        return self.first
+
+    def last_offset(self) -> int:
+        return self.last
 
 
 class QueueState(enum.Enum):
@@ -84,7 +113,7 @@ class ProcessQueue:
     )
 
     def __init__(self) -> None:
-        self.batches: dict[int, _Batch] = {}  # _Batch.key -> batch, in offset order
+        self.batches: dict[int, _Batch | _Summary] = {}  # key -> cached batch, in offset order
         self.cached_count = 0  # messages in the batches (not counting `consuming`)
         self.msg_size = 0  # sum of cached body lengths, consuming included (Java counts bodies only)
         self.queue_offset_max = 0
@@ -122,25 +151,33 @@ class ProcessQueue:
         if self.cached_count < 2:
             return 0
         batches = self.batches.values()
-        first = next(iter(batches))
-        last = next(reversed(batches))
-        if first.gone is None and last.gone is None:  # the common case: untouched batches
-            return last.msgs[-1].queue_offset - first.msgs[first.head].queue_offset
-        return self.max_offset() - self.min_offset()
+        return next(reversed(batches)).last_offset() - next(iter(batches)).first_offset()
 
     def min_offset(self) -> int:
         for b in self.batches.values():
-            return b.first_live().queue_offset
+            return b.first_offset()
         return -1
 
     def max_offset(self) -> int:
         for b in reversed(self.batches.values()):
-            return b.last_live().queue_offset
+            return b.last_offset()
         return -1
 
     def _index(self) -> dict[int, tuple[_Batch, MessageExt]]:
         """offset -> (batch, message) of every cached message (for the rare per-message paths)."""
-        return {m.queue_offset: (b, m) for b in self.batches.values() for m in b.live_msgs()}
+        self._expand_summaries()
+        return {m.queue_offset: (b, m) for b in self.batches.values() if isinstance(b, _Batch)
+                for m in b.live_msgs()}
+
+    def _expand_summaries(self) -> None:
+        """Turn cached summaries into message batches (a per-message path needs the messages)."""
+        if any(isinstance(b, _Summary) for b in self.batches.values()):
+            out: dict[int, _Batch | _Summary] = {}
+            for b in self.batches.values():
+                if isinstance(b, _Summary):
+                    b = _Batch(b.batch.messages(), b.size)
+                out[b.key] = b
+            self.batches = out
 
     # -- concurrent mode -------------------------------------------------------------
     def put_messages(self, msgs: Sequence[MessageExt]) -> int:
@@ -177,6 +214,38 @@ class ProcessQueue:
         self.cached_count += b.live
         return b.live
 
+    # -- batch listeners ------------------------------------------------------------
+    def put_batch(self, batch: PulledBatch) -> int:
+        """Cache a pulled batch by its summary; returns its count, or 0 if every offset is cached."""
+        if self.cached_count and batch.last_offset <= self.queue_offset_max:
+            return 0  # a re-read of offsets still cached (after a seek): already on its way
+        b = _Summary(batch)
+        self.batches[b.key] = b
+        self.queue_offset_max = max(self.queue_offset_max, b.last)
+        self.cached_count += b.live
+        self.msg_size += b.size
+        return b.live
+
+    def remove_batch(self, batch: PulledBatch) -> int:
+        """A batch was consumed whole; returns the offset to commit, or -1 if it was not cached."""
+        b = self.batches.pop(id(batch), None)
+        if b is None:
+            return -1
+        self.cached_count -= b.live
+        self.msg_size -= b.size
+        self.last_consume_time = time.monotonic()
+        return self.min_offset() if self.cached_count else self.queue_offset_max + 1
+
+    def expand_batch(self, batch: PulledBatch) -> list[MessageExt]:
+        """A failure path needs ``batch``'s messages: cache them one by one; returns them."""
+        msgs = batch.messages()
+        b = self.batches.get(id(batch))
+        if isinstance(b, _Summary):
+            new = _Batch(msgs, b.size)
+            self.batches = {(new.key if k == b.key else k): (new if k == b.key else v)
+                            for k, v in self.batches.items()}
+        return msgs
+
     def remove_messages(self, msgs: Sequence[MessageExt]) -> int:
         """Drop consumed messages; returns the offset to commit, or -1 if nothing was cached.
 
@@ -186,7 +255,7 @@ class ProcessQueue:
         if not self.cached_count:
             return -1
         b = self.batches.get(id(msgs))
-        if b is not None and b.msgs is msgs and b.gone is None and b.head == 0:
+        if b is not None and b.__class__ is _Batch and b.msgs is msgs and b.gone is None and b.head == 0:
             del self.batches[b.key]  # the common case: a whole batch, untouched since it was put
             self.cached_count -= b.live
             self.msg_size -= b.size
@@ -249,6 +318,8 @@ class ProcessQueue:
         batches = self.batches
         while batches and len(out) < n:
             b = next(iter(batches.values()))
+            if not isinstance(b, _Batch):  # batch listeners are never orderly
+                raise TypeError("take_messages on a queue of pulled batches")
             msgs, gone = b.msgs, b.gone
             while b.head < len(msgs) and len(out) < n:
                 m = msgs[b.head]

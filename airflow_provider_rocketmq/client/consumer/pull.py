@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Mapping
 
+from ..batch import BatchDecoder, PulledBatch, filter_for
 from ..config import RETRY_PREFIX
 from ..errors import AclDeniedError, MessageDecodeError, RequestTimeoutError, RocketMQError, broker_error
 from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages
+from ..mqclient import MQClient
 from ..queue import MessageQueue
 from ..remoting.codes import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -27,12 +30,12 @@ from ..remoting.codes import (
 )
 from ..remoting.command import RemotingCommand
 from ..remoting.connection import RemotingProtocol, next_opaque
+from .config import ConsumerConfig
+from .lifecycle import Background, Lifecycle
+from .ports import DeniedHook, FlowLimits, ForgetQueue, PullOffsets, StartOffset, StopOffsets
 from .process_queue import ProcessQueue
 from .pull_frame import PullFrame
 from .subscription import SubscriptionData
-
-if TYPE_CHECKING:
-    from .core import ConsumerCore
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +46,56 @@ DELAY_SUSPENDED = 1.0  # consumer paused
 DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset (lets in-flight work settle)
 SWEEP_INTERVAL = 1.0  # how often overdue long polls are failed (their timeout is tens of seconds)
 
+SubmitMessages = Callable[[list[MessageExt], ProcessQueue, MessageQueue], None]
+SubmitBatch = Callable[[PulledBatch, ProcessQueue, MessageQueue], None]
+
+
+def _no_message_listener(msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+    raise AssertionError("a batch listener's pull loop decoded messages")
+
 
 class PullService:
-    """Starts, runs and stops the per-queue pull loops of one consumer."""
+    """Starts, runs and stops the per-queue pull loops of one consumer.
 
-    def __init__(self, core: ConsumerCore) -> None:
-        self.core = core
+    Batches go to ``submit`` (message listeners, decoded by `decode_messages`) or, with a
+    ``decoder``, to ``submit_batch`` (batch listeners); ``settle`` runs before each flow-control
+    check so that finished consumption frees the cache without a wake-up of its own.
+    """
+
+    def __init__(self, *, config: ConsumerConfig, client: MQClient, group: str,
+                 subscriptions: Mapping[str, SubscriptionData], life: Lifecycle, offsets: PullOffsets,
+                 limits: FlowLimits, stops: StopOffsets, orderly: bool, start_offset: StartOffset,
+                 forget_queue: ForgetQueue, settle: Callable[[], None], on_denied: DeniedHook,
+                 submit: SubmitMessages | None = None,
+                 batches: tuple[BatchDecoder, SubmitBatch] | None = None) -> None:
+        if (submit is None) == (batches is None):
+            raise ValueError("give exactly one of submit (message listeners) and batches (batch listeners)")
+        self.config = config
+        self.client = client
+        self.group = group  # namespaced
+        self.subscriptions = subscriptions
+        self.life = life
+        self.offsets = offsets
+        self.limits = limits
+        self.stops = stops
+        self.orderly = orderly
+        self.start_offset = start_offset
+        self.forget_queue = forget_queue
+        self.settle = settle
+        self.on_denied = on_denied
+        self.submit: SubmitMessages = submit if submit is not None else _no_message_listener
+        self.batches = batches
+        self.bg = Background("pull")
         self.tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self.next_offsets: dict[MessageQueue, int] = {}
         self.suggested_broker: dict[MessageQueue, int] = {}
-        self.stop_offsets: dict[MessageQueue, int] = {}
         self._frames: dict[MessageQueue, PullFrame] = {}
         self._conns: dict[str, RemotingProtocol] = {}
         # in-flight long polls: deadline and response future, failed by one periodic sweep
         # rather than a timer per pull
         self._waiting: dict[int, tuple[float, asyncio.Future[RemotingCommand], MessageQueue]] = {}
         self._sweeper: asyncio.Task[None] | None = None
-        self.threshold_count = core.config.pull_threshold_for_queue
-        self.threshold_bytes = core.config.pull_threshold_size_for_queue * 1024 * 1024
+        self.now = time.monotonic
         self.pulls = 0
         self.pulled_msgs = 0
         self.flow_control_hits = 0
@@ -68,10 +103,9 @@ class PullService:
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         self.stop_queue(mq)
         self.next_offsets[mq] = offset
-        loop = asyncio.get_running_loop()
-        self.tasks[mq] = loop.create_task(self._loop(mq, pq), name=f"pull {mq}")
+        self.tasks[mq] = self.bg.spawn(self._loop(mq, pq), f"pull {mq}")
         if self._sweeper is None:
-            self._sweeper = loop.create_task(self._sweep(), name="pull timeouts")
+            self._sweeper = self.bg.spawn(self._sweep(), "pull timeouts")
 
     def stop_queue(self, mq: MessageQueue) -> None:
         task = self.tasks.pop(mq, None)
@@ -79,55 +113,47 @@ class PullService:
             task.cancel()
 
     async def stop_all(self) -> None:
-        tasks = list(self.tasks.values())
         self.tasks.clear()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            tasks.append(self._sweeper)
-            self._sweeper = None
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            # bounded: a cancelled long-poll must not hold shutdown (the loop thread cancels leftovers)
-            _, pending = await asyncio.wait(tasks, timeout=2.0)
-            if pending:
-                log.debug("%d pull task(s) still finishing after cancel", len(pending))
+        self._sweeper = None
+        # bounded: a cancelled long-poll must not hold shutdown (the loop thread cancels leftovers)
+        await self.bg.cancel_all(timeout=2.0)
 
     # -- the loop ---------------------------------------------------------------------------
     async def _loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        core = self.core
-        cfg = core.config
-        sub = core.subscriptions.get(mq.topic)
+        cfg = self.config
+        life = self.life
+        limits = self.limits
+        orderly = self.orderly
+        settle = self.settle
+        submit = self.submit
+        batches = self.batches
+        sub = self.subscriptions.get(mq.topic)
         delay = 0.0
         previously_locked = False
         rewrite = mq.topic.startswith(RETRY_PREFIX) or bool(cfg.namespace)  # see _prepare
-        # concurrent mode: settle finished batches before judging flow control (no wake-up needed)
-        results = getattr(core.consume, "_results", None)
-        drain = getattr(core.consume, "_drain_results", None)
-        while not pq.dropped and not core.closing:
-            if results:
-                drain()  # type: ignore[misc]
+        while not pq.dropped and not life.closing:
+            settle()  # concurrent mode: finished batches free the cache before flow control
             if delay:
                 await asyncio.sleep(delay)
                 delay = 0.0
-                if pq.dropped or core.closing:
+                if pq.dropped or life.closing:
                     return
-            if core.paused:
+            if life.paused:
                 delay = DELAY_SUSPENDED
                 continue
             count = pq.cached_count
-            if count > self.threshold_count or pq.msg_size > self.threshold_bytes \
-                    or (count > 1 and not core.orderly and pq.span() > cfg.consume_concurrently_max_span):
+            if count > limits.count or pq.msg_size > limits.bytes \
+                    or (count > 1 and not orderly and pq.span() > cfg.consume_concurrently_max_span):
                 self.flow_control_hits += 1
                 delay = DELAY_FLOW_CONTROL
                 continue
-            if core.orderly and cfg.clustering:
+            if orderly and cfg.clustering:
                 if not pq.locked:
                     delay = cfg.pull_time_delay_when_exception
                     continue
                 if not previously_locked:  # first pull after locking: re-read the stored offset
                     previously_locked = True
-                    off = await core.rebalancer.compute_pull_from_where(mq)
+                    off = await self.start_offset(mq)
                     if off < 0:
                         delay = cfg.pull_time_delay_when_exception
                         previously_locked = False
@@ -135,13 +161,13 @@ class PullService:
                     self.next_offsets[mq] = off
             offset = self.next_offsets[mq]
             max_nums = cfg.pull_batch_size
-            stop = self.stop_offsets.get(mq)
+            stop = self.stops.get(mq)
             if stop is not None:
                 if offset >= stop:
-                    await core.wait_stop_offsets_changed()
+                    await self.stops.wait_changed()
                     continue
                 max_nums = min(max_nums, stop - offset)
-            sub = core.subscriptions.get(mq.topic) or sub
+            sub = self.subscriptions.get(mq.topic) or sub
             if sub is None:
                 return
             try:
@@ -149,13 +175,13 @@ class PullService:
             except asyncio.CancelledError:
                 raise
             except RocketMQError as exc:
-                if not pq.dropped and not core.closing:
+                if not pq.dropped and not life.closing:
                     log.warning("pull %s at %d failed: %s", mq, offset, exc)
                 delay = cfg.pull_time_delay_when_exception
                 continue
             if pq.dropped:
                 return
-            pq.last_pull_time = core.now()
+            pq.last_pull_time = self.now()
             code = resp.code
             self.pulls += 1
             ext = resp.ext_fields or {}
@@ -170,31 +196,45 @@ class PullService:
                     continue
                 self.suggested_broker[mq] = suggest
             if code == ResponseCode.SUCCESS:
-                try:
-                    msgs = decode_messages(resp.body or b"", broker_name=mq.broker_name)
-                except MessageDecodeError as exc:
-                    # a corrupt body must not be skipped silently nor retried forever at full speed
-                    log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
-                    delay = cfg.pull_time_delay_when_exception
-                    continue
                 if stop is not None:
                     next_begin = min(next_begin, stop)
-                    if msgs and msgs[-1].queue_offset >= stop:
+                if batches is not None:
+                    decoder, submit_batch = batches
+                    try:
+                        batch = decoder(resp.body or b"", mq, filter_for(mq, stop, sub.tags_set, cfg.namespace))
+                    except MessageDecodeError as exc:
+                        log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
+                        delay = cfg.pull_time_delay_when_exception
+                        continue
+                    self.next_offsets[mq] = next_begin
+                    if batch is None or not pq.put_batch(batch):
+                        continue
+                    self.pulled_msgs += batch.count
+                    submit_batch(batch, pq, mq)
+                else:
+                    try:
+                        msgs = decode_messages(resp.body or b"", broker_name=mq.broker_name)
+                    except MessageDecodeError as exc:
+                        # a corrupt body must not be skipped silently nor retried forever at full speed
+                        log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
+                        delay = cfg.pull_time_delay_when_exception
+                        continue
+                    if stop is not None and msgs and msgs[-1].queue_offset >= stop:
                         msgs = [m for m in msgs if m.queue_offset < stop]
-                self.next_offsets[mq] = next_begin
-                if msgs and (rewrite or sub.tags_set):
-                    msgs = self._prepare(mq, msgs, sub.tags_set)
-                if not msgs:
-                    continue
-                self.pulled_msgs += len(msgs)
-                pq.put_messages(msgs)
-                core.consume.submit(msgs, pq, mq)  # type: ignore[union-attr]  # set before pulls start
+                    self.next_offsets[mq] = next_begin
+                    if msgs and (rewrite or sub.tags_set):
+                        msgs = self._prepare(mq, msgs, sub.tags_set)
+                    if not msgs:
+                        continue
+                    self.pulled_msgs += len(msgs)
+                    pq.put_messages(msgs)
+                    submit(msgs, pq, mq)
                 if cfg.pull_interval:
                     delay = cfg.pull_interval
             elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
                 self.next_offsets[mq] = next_begin
                 if not pq.cached_count and not pq.consuming:  # Java correctTagsOffset
-                    core.offset_store.update_offset(mq, next_begin, increase_only=True)
+                    self.offsets.update_offset(mq, next_begin, increase_only=True)
             elif code == ResponseCode.PULL_OFFSET_MOVED and not cfg.enable_offset_commit:
                 # nothing is persisted in this mode, so Java's drop + re-read of the stored offset
                 # would loop on the same illegal offset: move on in place instead
@@ -204,25 +244,24 @@ class PullService:
                 log.warning("offset %d of %s is illegal; moving to %d", offset, mq, next_begin)
                 pq.drop()
                 await asyncio.sleep(DELAY_OFFSET_ILLEGAL)
-                core.offset_store.update_offset(mq, next_begin, increase_only=False)
-                await core.offset_store.persist(mq)
+                self.offsets.update_offset(mq, next_begin, increase_only=False)
+                await self.offsets.persist(mq)
                 self.tasks.pop(mq, None)
-                core.rebalancer.remove_queue(mq)
+                self.forget_queue(mq, pq)
                 return
             elif code == ResponseCode.FLOW_CONTROL:
                 delay = DELAY_BROKER_FLOW_CONTROL
             else:
                 err = broker_error(code, resp.remark, addr=mq.broker_name)
                 if isinstance(err, AclDeniedError):
-                    core.note_denied(f"pull of {mq}", err)  # retried like Java; reported through `denied`
-                elif not core.closing:
+                    self.on_denied(f"pull of {mq}", err)  # retried like Java; reported through `denied`
+                elif not life.closing:
                     log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
                 delay = cfg.pull_time_delay_when_exception
 
     async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, sub: SubscriptionData) -> RemotingCommand:
-        core = self.core
-        cfg = core.config
-        client = core.client
+        cfg = self.config
+        client = self.client
         broker_id = self.suggested_broker.get(mq, 0)
         addr = client.broker_addr(mq.broker_name, broker_id)
         # the hottest RPC: straight to the pooled connection (MQClient.invoke adds two coroutine
@@ -230,7 +269,7 @@ class PullService:
         conn = self._conns.get(addr)
         if conn is None or conn.is_closed:
             conn = self._conns[addr] = await client.pool.get(addr)
-        commit = core.offset_store.memory_offset(mq) if cfg.clustering else -1
+        commit = self.offsets.memory_offset(mq) if cfg.clustering else -1
         flag = PULL_FLAG_SUSPEND
         if commit > 0 and cfg.enable_offset_commit and broker_id == 0:
             flag |= PULL_FLAG_COMMIT_OFFSET
@@ -241,7 +280,7 @@ class PullService:
         frame = self._frames.get(mq)
         if frame is None:  # the per-queue constant part (extFields are strings)
             frame = self._frames[mq] = PullFrame({
-                "consumerGroup": core.ns_group, "topic": mq.topic, "queueId": str(mq.queue_id),
+                "consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id),
                 "suspendTimeoutMillis": str(int(cfg.broker_suspend_max_time * 1000)),
                 "expressionType": sub.expression_type, "bname": mq.broker_name})
         commit = max(0, commit)
@@ -254,7 +293,7 @@ class PullService:
                                   frame.fields(offset, max_nums, flag, commit, sub.sub_version, subscription))
             fut = conn.start_request(cmd)
             opaque = cmd.opaque
-        self._waiting[opaque] = (core.now() + cfg.consumer_timeout_when_suspend, fut, mq)
+        self._waiting[opaque] = (self.now() + cfg.consumer_timeout_when_suspend, fut, mq)
         try:
             return await fut
         finally:
@@ -262,10 +301,10 @@ class PullService:
             del self._waiting[opaque]
 
     async def _sweep(self) -> None:
-        timeout = self.core.config.consumer_timeout_when_suspend
+        timeout = self.config.consumer_timeout_when_suspend
         while True:
             await asyncio.sleep(SWEEP_INTERVAL)
-            now = self.core.now()
+            now = self.now()
             for deadline, fut, mq in list(self._waiting.values()):
                 if now > deadline and not fut.done():
                     fut.set_exception(RequestTimeoutError(
@@ -280,9 +319,9 @@ class PullService:
                 original = m.properties.get(PROPERTY_RETRY_TOPIC)
                 if original:
                     m.topic = original
-        ns = self.core.config.namespace
+        ns = self.config.namespace
         if ns:
-            strip = self.core.config.without_namespace
+            strip = self.config.without_namespace
             for m in msgs:
                 m.topic = strip(m.topic)
         return msgs

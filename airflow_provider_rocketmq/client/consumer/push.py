@@ -15,14 +15,15 @@ until the state change is complete.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..batch import BatchDecoder
 from ..errors import AclDeniedError
 from ..loop_thread import LoopThread
 from ..queue import MessageQueue
 from .config import ConsumerConfig
+from .consume_batch import BatchListener
 from .core import ConsumerCore, check_group, make_config
 from .listener import Listener
 
@@ -50,12 +51,6 @@ class AsyncPushConsumer:
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._core.subscribe(topic, expression)
-        if self._core.state == "RUNNING":
-            asyncio.get_running_loop().create_task(self._after_subscribe())
-
-    async def _after_subscribe(self) -> None:
-        await self._core.send_heartbeat()
-        self._core.wake_rebalance()
 
     def unsubscribe(self, topic: str) -> None:
         self._core.unsubscribe(topic)
@@ -63,6 +58,10 @@ class AsyncPushConsumer:
 
     def register_listener(self, fn: Listener, orderly: bool = False) -> None:
         self._core.register_listener(fn, orderly)
+
+    def register_batch_listener(self, fn: BatchListener, decoder: BatchDecoder) -> None:
+        """``fn(batch, ctx)`` once per pulled batch, ``decoder`` building the batches (see PushConsumer)."""
+        self._core.register_batch_listener(fn, decoder)
 
     async def start(self) -> None:
         try:
@@ -85,13 +84,13 @@ class AsyncPushConsumer:
 
     def on_assignment(self, callback: AssignmentCallback) -> None:
         """``callback(topic, mq_all, mq_divided)`` after every assignment change (on the loop)."""
-        self._core.rebalancer.callbacks.append(callback)
+        self._core.add_assignment_callback(callback)
 
     def set_stop_offsets(self, offsets: Mapping[MessageQueue, int]) -> None:
         self._core.set_stop_offsets(dict(offsets))
 
     async def rebalance_now(self) -> bool:
-        return await self._core.rebalancer.do_rebalance()
+        return await self._core.rebalance_now()
 
     async def persist_offsets(self) -> None:
         await self._core.persist_offsets()
@@ -154,6 +153,19 @@ class PushConsumer:
 
     def register_listener(self, fn: Listener, orderly: bool = False) -> None:
         self._async.register_listener(fn, orderly)
+
+    def register_batch_listener(self, fn: BatchListener, decoder: BatchDecoder) -> None:
+        """Instead of `register_listener`: ``fn(batch, ctx)`` once per pulled batch.
+
+        ``decoder(body, mq, filter)`` turns each pull body into the batch ``fn`` gets (a
+        `client.batch.PulledBatch`; `client.batch.decode_message_batch` gives `MessageExt`
+        lists, `client.columnar.decode_columns` Arrow record batches). Batches of one queue
+        reach ``fn`` in offset order, never concurrently; a sync ``fn`` runs on one dedicated
+        thread, an ``async def fn`` on the consumer's loop. CONSUME_SUCCESS settles the whole
+        batch; RECONSUME_LATER or an exception sends ``batch.messages()[ack_index + 1:]`` back
+        for redelivery (clustering) or drops them with a warning (broadcasting).
+        """
+        self._async.register_batch_listener(fn, decoder)
 
     def start(self) -> None:
         if self._loop_thread is None:

@@ -11,7 +11,7 @@ DELAY like Java; the broker diverts it to the DLQ past the maximum.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import retry_topic
 from ..errors import RocketMQError
@@ -25,12 +25,11 @@ from ..message import (
     Message,
     MessageExt,
 )
+from ..mqclient import MQClient
 from ..queue import MessageQueue
 from ..remoting.codes import RequestCode
 from ..remoting.command import RemotingCommand
-
-if TYPE_CHECKING:
-    from .core import ConsumerCore
+from .config import ConsumerConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,27 +40,31 @@ INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 class SendBack:
     """Send-back with the producer fallback; one per consumer."""
 
-    def __init__(self, core: ConsumerCore) -> None:
-        self.core = core
+    def __init__(self, config: ConsumerConfig, client: MQClient, group: str, orderly: bool) -> None:
+        self.config = config
+        self.client = client
+        self.group = group  # as the user named it
+        self.ns_group = config.with_namespace(group)
+        self.orderly = orderly
         self._producer: Any = None
         self.sent_back = 0
         self.fallback_sends = 0
         self.failures = 0
 
     def max_reconsume_times(self) -> int:
-        n = self.core.config.max_reconsume_times
+        n = self.config.max_reconsume_times
         if n == -1:
-            return 2**31 - 1 if self.core.orderly else 16
+            return 2**31 - 1 if self.orderly else 16
         return n
 
     async def send(self, msg: MessageExt, delay_level: int, mq: MessageQueue | None = None) -> bool:
         """True once the broker (or the fallback send) has the message; False if both failed."""
-        core = self.core
-        client = core.client
+        client = self.client
+        ns_group = self.ns_group
         broker = mq.broker_name if mq is not None else msg.broker_name
         header = {
-            "offset": msg.commit_log_offset, "group": core.ns_group, "delayLevel": delay_level,
-            "originMsgId": msg.msg_id, "originTopic": client.ns(msg.topic), "unitMode": core.config.unit_mode,
+            "offset": msg.commit_log_offset, "group": ns_group, "delayLevel": delay_level,
+            "originMsgId": msg.msg_id, "originTopic": client.ns(msg.topic), "unitMode": self.config.unit_mode,
             "maxReconsumeTimes": self.max_reconsume_times(), "bname": broker,
         }
         try:
@@ -75,21 +78,20 @@ class SendBack:
             return True
         except RocketMQError as exc:
             log.warning("CONSUMER_SEND_MSG_BACK of %s failed (%s); sending it to %s instead",
-                        msg.msg_id, exc, retry_topic(core.ns_group))
+                        msg.msg_id, exc, retry_topic(ns_group))
         try:
             await self._send_as_new(msg, delay_level)
             self.fallback_sends += 1
             return True
         except RocketMQError as exc:
-            log.warning("fallback send of %s to %s failed: %s", msg.msg_id, retry_topic(core.ns_group), exc)
+            log.warning("fallback send of %s to %s failed: %s", msg.msg_id, retry_topic(ns_group), exc)
             self.failures += 1
             return False
 
     async def _send_as_new(self, msg: MessageExt, delay_level: int) -> None:
-        core = self.core
         props = dict(msg.properties)
         # the topic as the broker knows it (namespaced), as Java and the broker's own send-back store it
-        props.setdefault(PROPERTY_RETRY_TOPIC, core.client.ns(msg.topic))
+        props.setdefault(PROPERTY_RETRY_TOPIC, self.client.ns(msg.topic))
         props[PROPERTY_ORIGIN_MESSAGE_ID] = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or msg.msg_id
         reconsume = msg.reconsume_times + 1
         max_times = self.max_reconsume_times()
@@ -98,7 +100,7 @@ class SendBack:
         props.pop(PROPERTY_TRAN_MSG, None)
         props.pop(PROPERTY_DELAY, None)
         # always %RETRY%: the broker itself diverts to %DLQ% once RECONSUME_TIME reaches the maximum
-        new = Message(retry_topic(core.group), msg.body, properties=props, flag=msg.flag,
+        new = Message(retry_topic(self.group), msg.body, properties=props, flag=msg.flag,
                       delay_level=3 + msg.reconsume_times)
         producer = await self.producer()
         await producer.send(new)
@@ -106,7 +108,7 @@ class SendBack:
     async def producer(self) -> Any:
         if self._producer is None:
             from ..producer import AsyncProducer  # the producer is only needed on this rare path
-            self._producer = AsyncProducer(self.core.config, group=INNER_PRODUCER_GROUP, mqclient=self.core.client)
+            self._producer = AsyncProducer(self.config, group=INNER_PRODUCER_GROUP, mqclient=self.client)
             start = getattr(self._producer, "start", None)
             if start is not None:
                 await start()

@@ -1,0 +1,205 @@
+"""Batch listeners: ``fn(batch, ctx)`` once per pulled batch (docs/CONTRACTS.md, "Wave 2").
+
+Every batch goes through one FIFO: a sync ``fn`` runs on one dedicated consume
+thread, an ``async def fn`` on one task of the event loop. So batches of one
+queue reach ``fn`` in offset order and never concurrently; a slow ``fn`` is
+back-pressure (the cache fills up and the pull loops stop on flow control).
+
+``CONSUME_SUCCESS`` with the default ``ack_index`` settles the whole batch: the
+offset moves past ``last_offset``. Otherwise the messages from ``ack_index + 1``
+on (all of them for RECONSUME_LATER or an exception) are materialised with
+``batch.messages()`` and take the failure path of a message listener: sent back
+to the retry topic (clustering; the offset stays before a message until the
+broker has it, and a failed send-back is retried every few seconds, never
+handed to ``fn`` again because a decoder's batch type cannot be rebuilt from
+messages) or dropped with a warning (broadcasting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..batch import PulledBatch
+from ..message import MessageExt
+from ..queue import MessageQueue
+from .config import ConsumerConfig
+from .consume_pool import ConsumePool
+from .lifecycle import Background, Lifecycle
+from .listener import ConsumeContext, failed_from, is_async_listener
+from .ports import OffsetSink, SendBackFn
+from .process_queue import ProcessQueue
+
+log = logging.getLogger(__name__)
+
+SEND_BACK_RETRY = 5.0  # a failed send-back is tried again after this long (Java re-consumes after 5 s)
+
+BatchListener = Callable[[Any, ConsumeContext], Any]
+# (batch, queue, process queue, status, ack_index, delay level, listener seconds)
+_Result = tuple[PulledBatch, ProcessQueue, MessageQueue, Any, int, int, float]
+
+
+class BatchConsumeService:
+    """Runs a batch listener over pulled batches and settles offsets per batch."""
+
+    def __init__(self, *, config: ConsumerConfig, group: str, listener: BatchListener, life: Lifecycle,
+                 offsets: OffsetSink, send_back: SendBackFn) -> None:
+        self.config = config
+        self.listener = listener
+        self.life = life
+        self.offsets = offsets
+        self.send_back = send_back
+        self.is_async = is_async_listener(listener)
+        self.loop = asyncio.get_running_loop()
+        self.bg = Background("batch consume")
+        self.inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.consumed_ok = 0
+        self.consumed_failed = 0
+        self.consume_rt_total = 0.0
+        self._results: collections.deque[_Result] = collections.deque()
+        self.pool: ConsumePool | None = None
+        self._queue: collections.deque[tuple[PulledBatch, ProcessQueue, MessageQueue]] = collections.deque()
+        self._wake = asyncio.Event()
+        if self.is_async:
+            self.bg.spawn(self._async_worker(), "batch listener")
+        else:
+            self.pool = ConsumePool(1, f"ConsumeBatchThread_{group}")
+
+    # -- dispatch --------------------------------------------------------------------------
+    def submit_batch(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue) -> None:
+        self.inflight += 1
+        self._idle.clear()
+        if self.pool is not None:
+            self.pool.submit(self._run_sync, batch, pq, mq)
+            self.pool.kick()
+        else:
+            self._queue.append((batch, pq, mq))
+            self._wake.set()
+
+    def _run_sync(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """The consume thread: one call of the listener, its result back to the loop."""
+        ctx = ConsumeContext(mq)
+        start = time.monotonic()
+        status: Any = None
+        if not pq.dropped:  # Java skips the listener for a dropped queue
+            try:
+                status = self.listener(batch, ctx)
+            except Exception:
+                log.exception("batch listener raised on %d message(s) of %s; they will be retried",
+                              batch.count, mq)
+        results = self._results
+        results.append((batch, pq, mq, status, ctx.ack_index, ctx.delay_level_when_next_consume,
+                        time.monotonic() - start))
+        if len(results) == 1:  # the loop drains until empty: one wake-up per burst is enough
+            try:
+                self.loop.call_soon_threadsafe(self.settle_ready)
+            except RuntimeError:  # the loop is closed: the consumer is gone
+                pass
+
+    async def _async_worker(self) -> None:
+        queue = self._queue
+        while True:
+            while queue:
+                batch, pq, mq = queue.popleft()
+                ctx = ConsumeContext(mq)
+                start = time.monotonic()
+                status: Any = None
+                if not pq.dropped:
+                    try:
+                        status = await self.listener(batch, ctx)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:
+                        log.exception("batch listener raised on %d message(s) of %s; they will be retried",
+                                      batch.count, mq)
+                self._settle(batch, pq, mq, status, ctx.ack_index, ctx.delay_level_when_next_consume,
+                             time.monotonic() - start)
+            self._wake.clear()
+            await self._wake.wait()
+
+    def settle_ready(self) -> None:
+        """Settle what the consume thread finished (loop thread; also called by the pull loops)."""
+        results = self._results
+        while results:
+            self._settle(*results.popleft())
+
+    # -- results (loop thread) -----------------------------------------------------------------
+    def _settle(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue, status: Any, ack_index: int,
+                delay_level: int, rt: float) -> None:
+        self.consume_rt_total += rt
+        n = batch.count
+        ctx = ConsumeContext(mq)
+        ctx.ack_index = ack_index
+        ok_n = failed_from(status, ctx, n)
+        if ok_n >= n:  # the common case: the whole batch
+            self.consumed_ok += n
+            if not pq.dropped:  # a dropped queue moved to another member: do not touch offsets
+                offset = pq.remove_batch(batch)
+                if offset >= 0:
+                    self.offsets.update_offset(mq, offset, increase_only=True)
+            self._done_one()
+            return
+        self.consumed_ok += ok_n
+        self.consumed_failed += n - ok_n
+        if pq.dropped:
+            self._done_one()
+            return
+        msgs = pq.expand_batch(batch)
+        if self.config.clustering:
+            self._commit(pq, mq, msgs[:ok_n])
+            self.bg.spawn(self._send_back(msgs[ok_n:], delay_level, pq, mq), f"send back {mq}")
+        else:
+            log.warning("broadcasting: dropping %d failed message(s) of %s (first offset %d)",
+                        n - ok_n, mq, msgs[ok_n].queue_offset)
+            self._commit(pq, mq, msgs)
+        self._done_one()
+
+    def _commit(self, pq: ProcessQueue, mq: MessageQueue, msgs: list[MessageExt]) -> None:
+        if not msgs:
+            return
+        offset = pq.remove_messages(msgs)
+        if offset >= 0 and not pq.dropped:
+            self.offsets.update_offset(mq, offset, increase_only=True)
+
+    async def _send_back(self, msgs: list[MessageExt], delay_level: int, pq: ProcessQueue,
+                         mq: MessageQueue) -> None:
+        """Until the broker has every failed message (or the queue left this member)."""
+        pending = msgs
+        while pending and not pq.dropped and not self.life.closing:
+            left: list[MessageExt] = []
+            for m in pending:
+                if await self.send_back(m, delay_level, mq):
+                    self._commit(pq, mq, [m])
+                else:
+                    left.append(m)
+            pending = left
+            if pending:
+                log.warning("%d failed message(s) of %s could not be sent back; trying again in %.0fs "
+                            "(the offset stays before them)", len(pending), mq, SEND_BACK_RETRY)
+                await asyncio.sleep(SEND_BACK_RETRY)
+
+    def _done_one(self) -> None:
+        self.inflight -= 1
+        if self.inflight <= 0:
+            self.inflight = 0
+            self._idle.set()
+
+    # -- life cycle ----------------------------------------------------------------------------
+    async def drain(self, timeout: float) -> bool:
+        """Wait until in-flight batches are settled (or the timeout passes)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def close(self) -> None:
+        await self.bg.cancel_all()
+        if self.pool is not None:
+            self.pool.shutdown()
