@@ -68,6 +68,24 @@ def spark_submit(env_sh_env: dict[str, str]) -> Callable[..., SparkRun]:
     return run
 
 
+@pytest.fixture(scope="session")
+def spark_app(env_sh_env: dict[str, str]) -> Callable[..., SparkRun]:
+    """Run any PySpark application through the venv's real `spark-submit` (local[2], separate Python workers)."""
+    exe = Path(env_sh_env["VIRTUAL_ENV"]) / "bin" / "spark-submit"
+
+    def run(app: str | Path, *args: str, options: Iterable[str] = (), env: dict[str, str] | None = None,
+            timeout: float = 400) -> SparkRun:
+        cmd = [str(exe), "--master", "local[2]", "--driver-memory", "768m",
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+               "--conf", "spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+               *options, str(app), *args]
+        p = subprocess.run(cmd, env={**env_sh_env, **(env or {})}, capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        return SparkRun(p.returncode, p.stdout, p.stderr)
+
+    return run
+
+
 def make_row(window_id: str, queue_id: int, offset: int, *, broker: str = "broker-a",
              body: bytes | None = None) -> dict:
     return {"topic": "orders", "broker": broker, "queue_id": queue_id, "queue_offset": offset,
