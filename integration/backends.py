@@ -6,7 +6,9 @@ Selection order (first match wins):
 2. a Docker engine answering on ``DOCKER_HOST`` / the default socket (unless
    ``ROCKETMQ_DOCKER=0``) - testcontainers
    starts ``apache/rocketmq:${ROCKETMQ_IMAGE_TAG:-4.9.7}`` (see ``containers.py``);
-3. ``ROCKETMQ_EMBEDDED=1`` - the project's in-process ``EmbeddedCluster``;
+3. ``ROCKETMQ_EMBEDDED=1`` - the project's in-process ``EmbeddedCluster``
+   (``ROCKETMQ_EMBEDDED_FAULTS=offset-race,pull-commit-delay`` switches on a real broker's
+   offset behaviour, see ``OffsetFaults`` in docs/embedded.md);
 4. nothing: every test that needs a broker is skipped with ``NO_BACKEND_REASON``.
 
 Whatever the backend, tests create their own uniquely named topics and groups
@@ -46,6 +48,21 @@ class BackendConfigError(ValueError):
 class BackendChoice:
     kind: str  # "existing" | "testcontainers" | "embedded" | "skip"
     detail: str  # namesrv list, docker endpoint, or the skip reason
+    faults: str = ""  # embedded only: the ROCKETMQ_EMBEDDED_FAULTS spec
+
+
+def embedded_faults(env: Mapping[str, str]) -> str:
+    """The validated ``ROCKETMQ_EMBEDDED_FAULTS`` spec ("" when unset)."""
+    spec = env.get("ROCKETMQ_EMBEDDED_FAULTS", "").strip()
+    if spec:
+        from airflow_provider_rocketmq.client.errors import ConfigError
+        from airflow_provider_rocketmq.embedded import parse_offset_faults
+
+        try:
+            parse_offset_faults(spec, "ROCKETMQ_EMBEDDED_FAULTS")
+        except ConfigError as exc:
+            raise BackendConfigError(str(exc)) from None
+    return spec
 
 
 def choose_backend(env: Mapping[str, str], docker_answers: Callable[[str], bool]) -> BackendChoice:
@@ -68,7 +85,8 @@ def choose_backend(env: Mapping[str, str], docker_answers: Callable[[str], bool]
     if embedded not in ("", "0", "1"):
         raise BackendConfigError(f"ROCKETMQ_EMBEDDED: {embedded!r} must be 1 (or unset)")
     if embedded == "1":
-        return BackendChoice("embedded", "")
+        faults = embedded_faults(env)
+        return BackendChoice("embedded", f"faults={faults}" if faults else "", faults)
     return BackendChoice("skip", NO_BACKEND_REASON)
 
 
@@ -174,12 +192,14 @@ class EmbeddedBackend(IntegrationCluster):
     kind = "embedded"
     can_restart = True
 
-    def __init__(self) -> None:
-        from airflow_provider_rocketmq.embedded import EmbeddedCluster
+    def __init__(self, faults: str = "") -> None:
+        from airflow_provider_rocketmq.embedded import EmbeddedCluster, parse_offset_faults
 
         self._tmp = tempfile.TemporaryDirectory(prefix="rmq-it-")
         self._cluster = EmbeddedCluster(brokers=1, queues=8, data_dir=self._tmp.name,
                                         time_scale=EMBEDDED_TIME_SCALE)
+        self.faults = parse_offset_faults(faults, "ROCKETMQ_EMBEDDED_FAULTS")
+        self._cluster.set_offset_faults(self.faults)
         self._cluster.start()
         super().__init__(self._cluster.namesrv_addr)
         self.first_retry_delay = REAL_FIRST_RETRY_DELAY_S * EMBEDDED_TIME_SCALE
@@ -203,7 +223,7 @@ def start_cluster(choice: BackendChoice) -> IntegrationCluster:
     if choice.kind == "testcontainers":
         return ContainerCluster(choice.detail)
     if choice.kind == "embedded":
-        return EmbeddedBackend()
+        return EmbeddedBackend(choice.faults)
     raise ValueError(f"no cluster for backend {choice.kind!r}")
 
 

@@ -76,6 +76,15 @@ def test_bad_embedded_flag_names_the_variable() -> None:
         choose_backend({"ROCKETMQ_EMBEDDED": "yes"}, _never)
 
 
+def test_embedded_faults_are_validated_and_carried() -> None:
+    choice = choose_backend({"ROCKETMQ_EMBEDDED": "1", "ROCKETMQ_EMBEDDED_FAULTS": "offset-race,pull-commit-delay=0.1"},
+                            _never)
+    assert (choice.kind, choice.faults) == ("embedded", "offset-race,pull-commit-delay=0.1")
+    assert "faults=offset-race" in choice.detail  # shown in the report header
+    with pytest.raises(BackendConfigError, match="ROCKETMQ_EMBEDDED_FAULTS: unknown fault 'sometimes'"):
+        choose_backend({"ROCKETMQ_EMBEDDED": "1", "ROCKETMQ_EMBEDDED_FAULTS": "sometimes"}, _never)
+
+
 def _run_suite_file(tmp_path: Path, **env_changes: str) -> subprocess.CompletedProcess[str]:
     """Run one broker-needing test file in a subprocess with a controlled backend environment."""
     env = {k: v for k, v in os.environ.items()

@@ -9,6 +9,8 @@ from __future__ import annotations
 from .acl import AclAccount, AclConfig
 from .broker import BrokerSettings, EmbeddedBroker
 from .cluster import EmbeddedCluster
+from .faults import OffsetFaults, parse_offset_faults
 from .namesrv import EmbeddedNameServer
 
-__all__ = ["AclAccount", "AclConfig", "BrokerSettings", "EmbeddedBroker", "EmbeddedCluster", "EmbeddedNameServer"]
+__all__ = ["AclAccount", "AclConfig", "BrokerSettings", "EmbeddedBroker", "EmbeddedCluster", "EmbeddedNameServer",
+           "OffsetFaults", "parse_offset_faults"]

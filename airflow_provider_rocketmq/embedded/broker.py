@@ -104,6 +104,7 @@ class EmbeddedBroker:
         self.conns: set[RemotingProtocol] = set()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._late_commits: set[asyncio.Task[None]] = set()  # OffsetFaults.pull_commit_delay
         self.loop: asyncio.AbstractEventLoop | None = None
         self.pull = PullService(self)
         self.send_handlers = SendHandlers(self)
@@ -170,9 +171,10 @@ class EmbeddedBroker:
         server, self._server = self._server, None
         if server is None:
             return
-        for task in self._tasks:
+        late = list(self._late_commits)  # a stopped broker never finishes in-flight work
+        for task in self._tasks + late:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *late, return_exceptions=True)
         self._tasks = []
         self.pull.cancel_all()
         await close_server(server, self.conns)
@@ -281,6 +283,41 @@ class EmbeddedBroker:
         if cfg is None and self.settings.auto_create_group:
             cfg = self.groups[group] = GroupConfig(group, retry_max_times=self.settings.retry_max_times)
         return cfg
+
+    # -- consumer offsets from clients ------------------------------------------------------
+    async def commit_client_offset(self, group: str, topic: str, queue_id: int, offset: int, *,
+                                   from_pull: bool) -> None:
+        """Store an offset a client sent (UPDATE_CONSUMER_OFFSET, or a pull's commitOffset),
+        through the `OffsetFaults` of ``self.faults`` when they are on."""
+        faults = self.faults.offsets
+        if from_pull and faults.pull_commit_delay > 0:
+            assert self.loop is not None
+            task = self.loop.create_task(self._commit_later(faults.pull_commit_delay, group, topic, queue_id,
+                                                            offset), name=f"{self.name}-late-commit")
+            self._late_commits.add(task)
+            task.add_done_callback(self._late_commits.discard)
+            return
+        await self._commit(group, topic, queue_id, offset, faults.offset_race)
+
+    def late_commits(self) -> list[asyncio.Task[None]]:
+        """Pull commits not yet applied (``OffsetFaults.pull_commit_delay``)."""
+        return list(self._late_commits)
+
+    async def _commit_later(self, delay: float, group: str, topic: str, queue_id: int, offset: int) -> None:
+        await asyncio.sleep(delay)
+        await self._commit(group, topic, queue_id, offset, self.faults.offsets.offset_race)
+
+    async def _commit(self, group: str, topic: str, queue_id: int, offset: int, race: float) -> None:
+        store = self.store
+        if store is None:
+            return
+        if race > 0 and not store.has_offsets(group, topic):
+            # Java: map = offsetTable.get(key); if null: map = new ...; map.put(q, o); offsetTable.put(key, map)
+            await asyncio.sleep(race)
+            if self.store is store:  # a broker stopped meanwhile never applied it
+                store.replace_offsets(group, topic, {queue_id: offset})
+            return
+        store.commit_offset(group, topic, queue_id, offset)
 
     # -- broker -> client --------------------------------------------------------------
     def _notify_ids_changed(self, info: ConsumerGroupInfo) -> None:

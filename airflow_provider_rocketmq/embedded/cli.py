@@ -19,6 +19,7 @@ from typing import Any
 from ..client.errors import ConfigError
 from .acl import AclConfig, AclValidator
 from .cluster import EmbeddedCluster
+from .faults import parse_offset_faults
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acl-file", default=None, metavar="FILE",
                         help="check signatures and permissions with these plain_acl.yml accounts "
                              "(YAML, or JSON with a .json suffix); default: no ACL")
+    parser.add_argument("--faults", default="",
+                        help="a real broker's offset behaviour, e.g. offset-race=0.05,pull-commit-delay=0.2 "
+                             "(see docs/embedded.md; default: none)")
 
 
 def register(subparsers: Any) -> None:
@@ -72,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:  # "acl: cannot read ..." -> "--acl-file: cannot read ..."
             detail = str(exc).split(": ", 1)[-1] if exc.field == "acl" else str(exc)
             raise ConfigError("--acl-file", detail) from None
+    faults = parse_offset_faults(args.faults, "--faults")
     try:
         cluster = EmbeddedCluster(
             acl=acl, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir,
@@ -79,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             broker_ports=[args.broker_port + i for i in range(args.brokers)] if args.broker_port else None)
     except ConfigError as exc:
         raise _as_option(exc) from None
+    if faults.active:
+        cluster.set_offset_faults(faults)
     return asyncio.run(_serve(cluster, bool(getattr(args, "json", False))))
 
 

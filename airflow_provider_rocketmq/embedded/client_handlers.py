@@ -114,10 +114,9 @@ class ClientHandlers:
                                  remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
     async def update_consumer_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        store = self.broker.store
-        assert store is not None
-        store.commit_offset(req_str(cmd, "consumerGroup"), req_str(cmd, "topic"), req_int(cmd, "queueId"),
-                            req_int(cmd, "commitOffset"))
+        await self.broker.commit_client_offset(req_str(cmd, "consumerGroup"), req_str(cmd, "topic"),
+                                               req_int(cmd, "queueId"), req_int(cmd, "commitOffset"),
+                                               from_pull=False)
         return cmd.make_response(ResponseCode.SUCCESS, {})
 
     def _lock_body(self, cmd: RemotingCommand, what: str) -> tuple[str, str, list[MessageQueue]]:

@@ -17,7 +17,7 @@ from ..client.message import MessageExt
 from .acl import AclConfig
 from .bridge import bridged
 from .broker import BrokerSettings, EmbeddedBroker
-from .faults import FaultRule
+from .faults import FaultRule, OffsetFaults
 from .namesrv import EmbeddedNameServer
 from .store import PERM_RW
 
@@ -211,6 +211,19 @@ class EmbeddedCluster:
     def flow_control(self, code: int | None, *, times: int | None = None,
                      broker: str | None = None) -> list[FaultRule]:
         return [b.faults.flow_control(code, times) for b in self._targets(broker)]
+
+    def set_offset_faults(self, faults: OffsetFaults, *, broker: str | None = None) -> None:
+        """Switch on a real broker's offset behaviour (see `OffsetFaults`); kept across restarts."""
+        for b in self._targets(broker):
+            b.faults.set_offset_faults(faults)
+
+    @bridged
+    async def apply_late_commits(self) -> int:
+        """Wait until every pull commit held back by ``pull_commit_delay`` has been applied;
+        returns how many there were."""
+        late = [t for b in self.brokers for t in b.late_commits()]
+        await asyncio.gather(*late, return_exceptions=True)
+        return len(late)
 
     def clear_faults(self) -> None:
         for b in self.brokers:

@@ -1,4 +1,5 @@
-"""Fault injection for tests: delayed or lost responses and busy answers.
+"""Fault injection for tests: delayed or lost responses, busy answers, and the offset
+behaviour of a real multi-threaded broker.
 
 Rules match a request code (or every code with ``code=None``) and apply a bounded
 number of ``times`` (``None``: until cleared). ``delay`` and ``drop`` let the
@@ -6,13 +7,20 @@ request be processed normally (a SEND is stored, an offset committed) and only
 hold back or lose the *response*, which is what a slow or lossy network does to
 a client. ``respond`` answers at once with the given code (SYSTEM_BUSY,
 FLOW_CONTROL, ...) without processing the request.
+
+`OffsetFaults` switches on what a real 4.x broker does to consumer offsets and a
+single event loop never shows (see its docstring); ``parse_offset_faults`` reads
+the ``offset-race=S,pull-commit-delay=S`` form that ``rocketmq-airflow broker
+--faults`` and ``ROCKETMQ_EMBEDDED_FAULTS`` (integration suite) accept.
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from ..client.errors import ConfigError
 from ..client.remoting.codes import ResponseCode
 
 BUSY_REMARK = "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 0ms, size of queue: 0"
@@ -31,12 +39,83 @@ class FaultRule:
     times: int | None = None
 
 
+@dataclass(frozen=True)
+class OffsetFaults:
+    """How a real 4.x broker applies consumer offsets, made visible (0 = off, the default).
+
+    A real broker serves PULL_MESSAGE on its pull executor and UPDATE_CONSUMER_OFFSET /
+    QUERY_CONSUMER_OFFSET on a 32-thread consumer-manage executor (BrokerController
+    .registerProcessor), so one connection's requests run concurrently and finish in any
+    order; ConsumerOffsetManager.commitOffset is a plain last-writer-wins put. This broker
+    runs every request on one loop, in arrival order, which hides two effects:
+
+    ``offset_race`` (seconds): commitOffset creates a group's per-topic table with an
+    unguarded get / new map / put (4.9.7 ``ConsumerOffsetManager.commitOffset``). Two first
+    commits of one (group, topic) that overlap each install their own one-queue table and
+    the later install wins: the other queue's offset is gone although both requests were
+    answered SUCCESS. Here a commit that finds no table for its (group, topic) waits
+    ``offset_race`` seconds between that look and the install, so any first commit that
+    arrives meanwhile is lost the same way. Commits into an existing table are plain puts.
+
+    ``pull_commit_delay`` (seconds): a pull's piggy-backed ``commitOffset`` (sysFlag bit 1)
+    is applied at the end of PullMessageProcessor.processRequest on the pull executor, i.e.
+    after an UPDATE_CONSUMER_OFFSET the client sent later may already have been applied;
+    the older value then overwrites the newer one. Here that commit is applied this long
+    after the pull arrived (the pull itself is answered as usual).
+    """
+
+    offset_race: float = 0.0
+    pull_commit_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not 0 <= value <= 60:
+                raise ConfigError(f.name, f"must be a number of seconds in [0, 60], got {value!r}")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.offset_race or self.pull_commit_delay)
+
+
+# spec name -> (field, value when given without "=S")
+_SPEC_NAMES = {"offset-race": ("offset_race", 0.05), "pull-commit-delay": ("pull_commit_delay", 0.2)}
+
+
+def parse_offset_faults(spec: str, field: str = "faults") -> OffsetFaults:
+    """``"offset-race=0.05,pull-commit-delay=0.2"`` (a bare name takes its default) -> OffsetFaults.
+
+    An empty spec means no faults; anything else unknown raises ConfigError naming ``field``.
+    """
+    values: dict[str, float] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        name, sep, raw = part.partition("=")
+        name = name.strip()
+        if name not in _SPEC_NAMES:
+            raise ConfigError(field, f"unknown fault {name!r}; known: {', '.join(sorted(_SPEC_NAMES))} "
+                                     "(e.g. offset-race=0.05,pull-commit-delay=0.2)")
+        attr, default = _SPEC_NAMES[name]
+        try:
+            values[attr] = float(raw) if sep else default
+        except ValueError:
+            raise ConfigError(field, f"{name}: {raw.strip()!r} is not a number of seconds") from None
+    try:
+        return OffsetFaults(**values)
+    except ConfigError as exc:
+        raise ConfigError(field, str(exc)) from None
+
+
 class FaultInjector:
-    """Thread-safe rule table consulted by the broker before answering each request."""
+    """Thread-safe rule table consulted by the broker before answering each request,
+    plus the broker-wide `OffsetFaults` (``offsets``)."""
 
     def __init__(self) -> None:
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
+        self.offsets = OffsetFaults()
 
     def add(self, rule: FaultRule) -> FaultRule:
         if rule.action not in ("delay", "drop", "respond"):
@@ -63,9 +142,14 @@ class FaultInjector:
     def flow_control(self, code: int | None, times: int | None = None) -> FaultRule:
         return self.respond(code, ResponseCode.FLOW_CONTROL, FLOW_CONTROL_REMARK, times)
 
+    def set_offset_faults(self, faults: OffsetFaults) -> None:
+        self.offsets = faults
+
     def clear(self) -> None:
+        """Remove every rule and switch the offset faults off."""
         with self._lock:
             self._rules.clear()
+        self.offsets = OffsetFaults()
 
     def take(self, code: int) -> FaultRule | None:
         """The first rule matching ``code``, consuming one of its ``times``."""

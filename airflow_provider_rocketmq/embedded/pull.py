@@ -118,8 +118,7 @@ class PullService:
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
 
         if allow_suspend and sys_flag & PULL_FLAG_COMMIT_OFFSET:
-            assert broker.store is not None
-            broker.store.commit_offset(group, topic, queue_id, commit_offset)
+            await broker.commit_client_offset(group, topic, queue_id, commit_offset, from_pull=True)
 
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & PULL_FLAG_SUSPEND and suspend_ms > 0:
             await self._park(topic, queue_id, sub, suspend_ms / 1000.0)

@@ -224,7 +224,10 @@ class MessageStore:
             for line in path.read_text("utf-8", errors="replace").splitlines():
                 try:
                     g, t, q, o = json.loads(line)
-                    self.offsets.setdefault(g, {}).setdefault(t, {})[int(q)] = int(o)
+                    if o is None:  # removed by replace_offsets
+                        self.offsets.get(g, {}).get(t, {}).pop(int(q), None)
+                    else:
+                        self.offsets.setdefault(g, {}).setdefault(t, {})[int(q)] = int(o)
                 except (ValueError, TypeError):
                     continue  # a torn last line: that update was never acknowledged
         # compact: one line per (group, topic, queue)
@@ -361,6 +364,21 @@ class MessageStore:
         self.offsets.setdefault(group, {}).setdefault(topic, {})[queue_id] = offset
         if self._offsets_fd is not None:
             _write_all(self._offsets_fd, (json.dumps([group, topic, queue_id, offset]) + "\n").encode())
+            if self.fsync:
+                os.fsync(self._offsets_fd)
+
+    def has_offsets(self, group: str, topic: str) -> bool:
+        """True once ``group`` committed an offset for any queue of ``topic``."""
+        return bool(self.offsets.get(group, {}).get(topic))
+
+    def replace_offsets(self, group: str, topic: str, table: dict[int, int]) -> None:
+        """Make ``table`` the group's whole offset table for ``topic`` (queues not in it are dropped)."""
+        old = self.offsets.setdefault(group, {}).get(topic, {})
+        self.offsets[group][topic] = dict(table)
+        if self._offsets_fd is not None:
+            lines = [[group, topic, q, None] for q in old if q not in table]
+            lines += [[group, topic, q, o] for q, o in table.items()]
+            _write_all(self._offsets_fd, "".join(json.dumps(x) + "\n" for x in lines).encode())
             if self.fsync:
                 os.fsync(self._offsets_fd)
 
