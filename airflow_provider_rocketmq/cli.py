@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "airflow_provider_rocketmq.embedded.cli",
     "airflow_provider_rocketmq.client.consumer.cli",
     "airflow_provider_rocketmq.window.cli",
+    "airflow_provider_rocketmq.spark.package",
 ]
 EXIT_ERROR = 2
 

@@ -74,13 +74,13 @@ def spark_app(env_sh_env: dict[str, str]) -> Callable[..., SparkRun]:
     exe = Path(env_sh_env["VIRTUAL_ENV"]) / "bin" / "spark-submit"
 
     def run(app: str | Path, *args: str, options: Iterable[str] = (), env: dict[str, str] | None = None,
-            timeout: float = 400) -> SparkRun:
+            cwd: str | Path | None = None, timeout: float = 400) -> SparkRun:
         cmd = [str(exe), "--master", "local[2]", "--driver-memory", "768m",
                "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
                "--conf", "spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
                *options, str(app), *args]
         p = subprocess.run(cmd, env={**env_sh_env, **(env or {})}, capture_output=True, text=True,
-                           timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+                           timeout=timeout, stdin=subprocess.DEVNULL, check=False, cwd=cwd)
         return SparkRun(p.returncode, p.stdout, p.stderr)
 
     return run
