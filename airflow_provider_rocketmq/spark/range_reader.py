@@ -79,7 +79,7 @@ class _Pull:
 
 
 def read_span(opts: SourceOptions, span: QueueSpan) -> Iterator[pa.RecordBatch]:
-    """Record batches (schema `decode.MESSAGE_SCHEMA`) of the messages in ``span`` that match the tags.
+    """Record batches (`MESSAGE_SCHEMA`, client/columnar.py) of the messages in ``span`` that match the tags.
 
     Synchronous, as Spark's ``DataSourceReader.read`` wants: a private event loop
     runs while the next batch is being fetched. Closing the iterator early (a

@@ -160,3 +160,13 @@ def test_stream_offsets_and_rate_limit() -> None:
                                               QueueSpan("t", "broker-b", 0, 0, limited["t"]["broker-b:0"])]
     # nothing new: the end is the start (Spark then runs no batch)
     assert limit_offsets(limited, limited, 20) == limited
+
+
+def test_spark_schema_is_the_columnar_message_schema() -> None:
+    # Spark refuses record batches whose Arrow schema differs from the declared one (nullability included)
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from airflow_provider_rocketmq.client.columnar import message_schema
+    from airflow_provider_rocketmq.spark.datasource import spark_schema
+
+    assert to_arrow_schema(spark_schema(), timezone="UTC").equals(message_schema())

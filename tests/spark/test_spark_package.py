@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy
 import pyarrow
 import pytest
 
@@ -54,11 +55,14 @@ def test_zip_holds_client_spark_and_manifest_only(tmp_path: Path) -> None:
 
 
 def _stripped_python(tmp_path: Path) -> Path:
-    """A Python that sees the standard library and pyarrow only (no site-packages, so neither this
-    package nor tenacity); Spark adds its own pyspark.zip and py4j to PYTHONPATH."""
+    """A Python that sees the standard library, pyarrow and numpy only (no site-packages, so neither
+    this package nor tenacity); Spark adds its own pyspark.zip and py4j to PYTHONPATH."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "pyarrow").symlink_to(Path(pyarrow.__file__).parent)
+    for module in (pyarrow, numpy):
+        (site / module.__name__).symlink_to(Path(module.__file__).parent)
+    for libs in Path(numpy.__file__).parent.parent.glob("numpy.libs"):  # manylinux wheels keep BLAS here
+        (site / libs.name).symlink_to(libs)
     exe = tmp_path / "python"
     exe.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}" exec {sys.executable} -S "$@"\n')
     exe.chmod(0o755)
