@@ -19,7 +19,9 @@ from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.hooks.connection_config import config_field_names
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.window.collector import parse_tag_expression
-from airflow_provider_rocketmq.window.runner import Listener, WindowSpec, run_window, safe_name
+from airflow_provider_rocketmq.window.manifest import HANDOFF_OFFSETS, HANDOFFS
+from airflow_provider_rocketmq.window.runner import Listener, WindowResult, WindowSpec, run_window, safe_name
+from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 
 COMMIT_POLICIES = ("after_staging", "after_downstream")
 STAGING_ENV = "ROCKETMQ_STAGING_DIR"
@@ -63,6 +65,12 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         takes queues; default 5 for mapped instances (so they split the queues), else 0.
     :param idle_timeout: seconds without any progress (broker gone, queue stuck) after which the
         window stages what is contiguous; the rest is left for the next window.
+    :param handoff: ``"staging"`` (default) consumes the window and stages Parquet files;
+        ``"offsets"`` consumes nothing: it snapshots per queue [committed offset, high-water mark)
+        into the manifest, and the Spark job reads those ranges from the brokers through the
+        ``rocketmq`` data source (``window/snapshot.py``). Offsets need
+        ``commit="after_downstream"``, take ``max_messages`` but not ``max_bytes``/``max_duration``,
+        and are not mapped (one instance snapshots every queue).
     :param rocketmq_conn_id: the `rocketmq` connection.
     """
 
@@ -84,12 +92,24 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         assignment_timeout: float = 60.0,
         idle_timeout: float = 120.0,
         settle_time: float | None = None,
+        handoff: str = "staging",
         rocketmq_conn_id: str = RocketMQHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if commit not in COMMIT_POLICIES:
             raise ConfigError("commit", f"must be one of {', '.join(COMMIT_POLICIES)}, got {commit!r}")
+        if handoff not in HANDOFFS:
+            raise ConfigError("handoff", f"must be one of {', '.join(HANDOFFS)}, got {handoff!r}")
+        if handoff == HANDOFF_OFFSETS:
+            if commit != "after_downstream":
+                raise ConfigError("commit", "handoff='offsets' reads the messages in Spark later: use "
+                                  "commit='after_downstream' and a RocketMQCommitWindowOperator after the load")
+            for name, value in (("max_bytes", max_bytes), ("max_duration", max_duration)):
+                if value is not None:
+                    raise ConfigError(name, "is not available with handoff='offsets' (nothing is read before "
+                                      "Spark); use max_messages")
+        self.handoff = handoff
         overrides = dict(consumer_overrides or {})
         allowed = config_field_names(ConsumerConfig)
         for name in overrides:
@@ -138,6 +158,8 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         overrides = {"consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                      **self.consumer_overrides, **_FORCED}
         hook = RocketMQHook(self.rocketmq_conn_id)
+        if self.handoff == HANDOFF_OFFSETS:
+            return self._snapshot_offsets(hook, overrides, staging, window_id, mapped=len(parts) == 4).to_xcom()
         if "instance_name" not in self.consumer_overrides:
             # a unique client id per task instance: mapped siblings on one host (or a connection's
             # fixed instance_name) would otherwise share one id and each take every queue
@@ -167,3 +189,22 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         self.log.info("window %s: %d messages, %d bytes%s; manifest %s", result.window_id, result.messages,
                       result.bytes, " (reused)" if result.reused else "", result.manifest)
         return result.to_xcom()
+
+    def _snapshot_offsets(self, hook: RocketMQHook, overrides: dict[str, Any], staging: str, window_id: str, *,
+                          mapped: bool) -> WindowResult:
+        """handoff="offsets": write the manifest of [committed, high-water) per queue; consume nothing."""
+        if mapped:
+            raise ConfigError("handoff", "an offsets window covers every queue in one task: do not map it")
+        config = hook.get_consumer_config(**overrides)
+        spec = OffsetsWindow(topic=self.topic, consumer_group=self.consumer_group, staging_dir=staging,
+                             window_id=window_id, expression=self.expression,
+                             consume_from_where=config.consume_from_where,  # type: ignore[arg-type]
+                             consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
+                             max_messages=self.max_messages)
+        self.log.info("snapshotting offsets window %s of %s for group %s into %s", window_id, self.topic,
+                      self.consumer_group, staging)
+        with hook.get_admin() as admin:
+            result = snapshot_window(spec, admin, namesrv=config.namesrv_addr)
+        self.log.info("offsets window %s: %d offsets%s; manifest %s", result.window_id, result.messages,
+                      " (reused)" if result.reused else "", result.manifest)
+        return result

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+# how the window reaches Spark: "staging" (Parquet files listed in the manifest) or "offsets" (only
+# the queue ranges; Spark reads them from the brokers through the rocketmq data source). A manifest
+# without the field is a staging one.
+HANDOFF_STAGING = "staging"
+HANDOFF_OFFSETS = "offsets"
+HANDOFFS = (HANDOFF_STAGING, HANDOFF_OFFSETS)
 _CHUNK = 1 << 20
 
 
@@ -82,6 +88,7 @@ class WindowManifest:
     bytes: int = 0
     created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     version: int = MANIFEST_VERSION
+    handoff: str = HANDOFF_STAGING
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +130,7 @@ class WindowManifest:
             files=files,
             messages=_get(data, "messages", int, path),
             bytes=_get(data, "bytes", int, path),
+            handoff=_get(data, "handoff", str, path) if "handoff" in data else HANDOFF_STAGING,
         )
 
 
@@ -244,8 +252,10 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
     Invariants: non-empty ids; per queue ``0 <= start <= end <= high_water`` and
     ``messages <= end - start`` (each offset is staged once); no queue twice;
     ``messages`` = sum of queue messages = sum of file rows; file paths relative
-    and inside ``base_dir``. With ``verify_files``: every file exists with the
-    recorded size and SHA-256, and (when pyarrow is importable) the recorded rows.
+    and inside ``base_dir``; ``handoff`` is ``staging`` or ``offsets``, and an offsets
+    manifest stages nothing (no files, every count 0). With ``verify_files``: every file
+    exists with the recorded size and SHA-256, and (when pyarrow is importable) the
+    recorded rows.
     """
     where = path if path is not None else base_dir
     if manifest.version != MANIFEST_VERSION:
@@ -279,6 +289,12 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
         if not 0 <= q.messages <= q.end_offset - q.start_offset:
             raise ManifestError(f + ".messages", f"{q.messages} outside 0..{q.end_offset - q.start_offset} "
                                 "(end_offset - start_offset)", path=where)
+    if manifest.handoff not in HANDOFFS:
+        raise ManifestError("handoff", f"must be one of {', '.join(HANDOFFS)}, got {manifest.handoff!r}", path=where)
+    if manifest.handoff == HANDOFF_OFFSETS and (manifest.files or manifest.messages or manifest.bytes
+                                                or any(q.messages for q in manifest.queues)):
+        raise ManifestError("handoff", "an offsets hand-off stages nothing: files must be empty and messages, "
+                            "bytes and every queue's messages 0", path=where)
     queue_total = sum(q.messages for q in manifest.queues)
     if queue_total != manifest.messages:
         raise ManifestError("messages", f"{manifest.messages} != sum of queue messages {queue_total}",

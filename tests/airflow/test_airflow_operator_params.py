@@ -73,3 +73,21 @@ def test_commit_operator_accepts_paths_and_window_results() -> None:
     assert err.value.field == "manifests[0]"
     with pytest.raises(ConfigError):
         RocketMQCommitWindowOperator(task_id="c", manifests="")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "text"),
+    [
+        ({"handoff": "s3"}, "handoff", "must be one of staging, offsets"),
+        ({"handoff": "offsets"}, "commit", "commit='after_downstream'"),
+        ({"handoff": "offsets", "commit": "after_downstream", "max_bytes": 10}, "max_bytes", "use max_messages"),
+        ({"handoff": "offsets", "commit": "after_downstream", "max_duration": 5}, "max_duration", "use max_messages"),
+    ],
+)
+def test_window_operator_offsets_handoff_parameters(kwargs: dict, field: str, text: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        RocketMQConsumeWindowOperator(task_id="w", topic="T", consumer_group="G", **kwargs)
+    assert err.value.field == field and text in str(err.value)
+    ok = RocketMQConsumeWindowOperator(task_id="w", topic="T", consumer_group="G", handoff="offsets",
+                                       commit="after_downstream", max_messages=100)
+    assert ok.handoff == "offsets"

@@ -1,0 +1,143 @@
+"""The offsets hand-off: a window as queue ranges only, for Spark to read from the brokers.
+
+``RocketMQConsumeWindowOperator(handoff="offsets")`` calls `snapshot_window`: per queue of
+the topic it records ``[start, high-water mark)`` in a manifest (``handoff: "offsets"``, no
+files) without consuming a message, where ``start`` is the group's committed offset (raised
+to the queue's min offset if retention passed it, with a warning), or for a queue the group
+never committed, the offset ``consume_from_where`` gives (first offset, timestamp, or the
+high-water mark for "last"). ``max_messages`` caps the window's offsets, shared out in
+proportion to each queue's backlog. The Spark job reads the ranges through the ``rocketmq``
+data source (``option("manifest", path)``); `RocketMQCommitWindowOperator` commits the ends
+after the load, exactly as for a staged window.
+
+What holds: the window covers every offset of its ranges once; the messages are read by
+Spark later, so they must still be on the brokers then (otherwise the data source's
+``failOnDataLoss`` decides). A re-run of the task returns the manifest it wrote before.
+No Airflow here (the operator is in ``operators/window.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
+from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.window.manifest import (
+    HANDOFF_OFFSETS,
+    MANIFEST_NAME,
+    ManifestError,
+    QueueRange,
+    WindowManifest,
+    new_window_id,
+    read_manifest,
+    write_manifest,
+)
+from airflow_provider_rocketmq.window.collector import parse_tag_expression
+from airflow_provider_rocketmq.window.runner import WindowResult
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotAdmin(Protocol):
+    """The part of `Admin` a snapshot needs."""
+
+    def high_water_marks(self, topic: str) -> dict[MessageQueue, int]: ...
+
+    def committed_offset(self, group: str, mq: MessageQueue) -> int: ...
+
+    def min_offset(self, mq: MessageQueue) -> int: ...
+
+    def search_offset(self, mq: MessageQueue, ts: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class OffsetsWindow:
+    """What to snapshot: the group's window of ``topic`` (see the module docstring)."""
+
+    topic: str
+    consumer_group: str
+    staging_dir: str  # where manifest.json goes
+    window_id: str | None = None
+    expression: str = "*"
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    consume_timestamp_ms: int | None = None
+    max_messages: int | None = None
+
+    def validate(self) -> None:
+        for name in ("topic", "consumer_group", "staging_dir"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(name, "must be a non-empty string")
+        parse_tag_expression(self.expression)
+        m = self.max_messages
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ConfigError("max_messages", f"must be a positive integer, got {m!r}")
+        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and self.consume_timestamp_ms is None:
+            raise ConfigError("consume_timestamp_ms", "needed with CONSUME_FROM_TIMESTAMP")
+
+
+def _start(spec: OffsetsWindow, admin: SnapshotAdmin, mq: MessageQueue, high: int) -> int:
+    committed = admin.committed_offset(spec.consumer_group, mq)
+    low = admin.min_offset(mq)
+    if committed >= 0:
+        if committed < low:
+            log.warning("%s: the group's offset %d is below the queue's min offset %d (retention deleted "
+                        "offsets %d..%d before this window); the window starts at %d", mq, committed, low,
+                        committed, low - 1, low)
+        return min(max(committed, low), high)
+    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return low
+    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        assert spec.consume_timestamp_ms is not None
+        return min(admin.search_offset(mq, spec.consume_timestamp_ms), high)
+    return high  # a new group reading from the last offset has nothing in this window
+
+
+def cap_ranges(ranges: list[tuple[int, int]], max_messages: int | None) -> list[tuple[int, int]]:
+    """Shorten ``[start, end)`` ranges to at most ``max_messages`` offsets in all, in proportion to
+    their sizes (every non-empty range keeps at least one offset while the budget lasts)."""
+    total = sum(end - start for start, end in ranges)
+    if max_messages is None or total <= max_messages:
+        return ranges
+    out, budget = [], max_messages
+    for start, end in ranges:
+        take = min(end - start, budget, max(1, (end - start) * max_messages // total)) if end > start else 0
+        out.append((start, start + take))
+        budget -= take
+    return out
+
+
+def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str = "") -> WindowResult:
+    """Write (or, on a re-run, find) the offsets manifest of one window; nothing is consumed."""
+    spec.validate()
+    staging = Path(spec.staging_dir)
+    path = staging / MANIFEST_NAME
+    if path.exists():
+        manifest = read_manifest(path, verify_files=False)
+        if manifest.handoff != HANDOFF_OFFSETS:
+            raise ManifestError("handoff", f"{path} holds a {manifest.handoff} window, not an offsets one",
+                                path=path)
+        if spec.window_id is not None and manifest.window_id != spec.window_id:
+            raise ManifestError("window_id", f"{path} belongs to window {manifest.window_id!r}, not "
+                                f"{spec.window_id!r}", path=path)
+        log.info("offsets window %s already snapshotted: %s", manifest.window_id, path)
+        return WindowResult(str(path), _offsets(manifest), 0, manifest.window_id, reused=True)
+    marks = sorted(admin.high_water_marks(spec.topic).items())
+    ranges = cap_ranges([(_start(spec, admin, mq, high), high) for mq, high in marks], spec.max_messages)
+    queues = [QueueRange(mq.broker_name, mq.queue_id, start, end, high, 0)
+              for (mq, high), (start, end) in zip(marks, ranges)]
+    manifest = WindowManifest(window_id=spec.window_id or new_window_id(), topic=spec.topic,
+                              consumer_group=spec.consumer_group, expression=spec.expression, namesrv=namesrv,
+                              queues=queues, handoff=HANDOFF_OFFSETS)
+    written = write_manifest(manifest, path)
+    log.info("offsets window %s: %d offsets on %d queues; manifest %s", manifest.window_id, _offsets(manifest),
+             len(queues), written)
+    return WindowResult(str(written), _offsets(manifest), 0, manifest.window_id)
+
+
+def _offsets(manifest: WindowManifest) -> int:
+    return sum(q.end_offset - q.start_offset for q in manifest.queues)
