@@ -61,6 +61,22 @@ def test_thread_min_above_max_is_rejected():
         ConsumerConfig(consume_thread_min=30, consume_thread_max=20).validate()
 
 
+@pytest.mark.parametrize("knobs,field,needle", [
+    ({"lock_interval": 30.0}, "lock_interval", "less than lock_max_live_time (30.0s)"),
+    ({"lock_interval": 5.0, "lock_max_live_time": 5.0}, "lock_interval", "less than lock_max_live_time"),
+    ({"lock_max_live_time": 60.0}, "lock_max_live_time", "less than the broker's lock expiry (60s)"),
+    ({"lock_interval": 50.0, "lock_max_live_time": 90.0}, "lock_max_live_time", "broker's lock expiry"),
+])
+def test_lock_timings_must_renew_before_the_locks_lapse(knobs, field, needle):
+    # renew (lock_interval) before the client stops trusting its lock (lock_max_live_time), and
+    # stop trusting it before the broker hands it to another member (60 s after the last renewal)
+    with pytest.raises(ConfigError) as err:
+        ConsumerConfig(**knobs).validate()
+    assert err.value.field == field
+    assert needle in str(err.value)
+    ConsumerConfig(lock_interval=0.5, lock_max_live_time=59.0).validate()
+
+
 def test_enum_names_accepted_case_insensitively():
     c = ConsumerConfig(message_model="broadcasting", consume_from_where="first_offset")
     assert c.message_model is MessageModel.BROADCASTING

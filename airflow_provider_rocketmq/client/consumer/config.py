@@ -50,6 +50,8 @@ class ConsumeFromWhere(enum.Enum):
     CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
 
 
+# a broker frees a queue lock this long after its last renewal (rocketmq.broker.rebalance.lockMaxLiveTime)
+BROKER_LOCK_EXPIRY = 60.0
 TIMESTAMP_FORMAT = "%Y%m%d%H%M%S"  # Java yyyyMMddHHmmss (local time zone)
 
 
@@ -169,6 +171,14 @@ class ConsumerConfig(ClientConfig):
             raise ConfigError("consumer_timeout_when_suspend",
                               f"must exceed broker_suspend_max_time ({self.broker_suspend_max_time}s), "
                               f"got {self.consumer_timeout_when_suspend}s")
+        # renew before the client stops trusting its lock, and stop trusting it before the broker
+        # may grant it to another member: otherwise two members consume one orderly queue
+        if self.lock_interval >= self.lock_max_live_time:
+            raise ConfigError("lock_interval", f"must be less than lock_max_live_time ({self.lock_max_live_time}s), "
+                              f"got {self.lock_interval}s")
+        if self.lock_max_live_time >= BROKER_LOCK_EXPIRY:
+            raise ConfigError("lock_max_live_time", f"must be less than the broker's lock expiry "
+                              f"({BROKER_LOCK_EXPIRY:.0f}s), got {self.lock_max_live_time}s")
         if not isinstance(self.offset_store_dir, str) or not self.offset_store_dir:
             raise ConfigError("offset_store_dir", "must be a non-empty path")
         from .allocate import strategy_by_name  # local: allocate is only needed here
