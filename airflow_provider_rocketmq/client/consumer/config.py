@@ -27,10 +27,18 @@ class ConsumeStatus(enum.Enum):
 
 
 class OrderlyStatus(enum.Enum):
-    """Result of an orderly listener."""
+    """Result of an orderly listener.
+
+    With ``ctx.auto_commit`` True (the default) SUCCESS commits the messages (COMMIT and ROLLBACK
+    count as SUCCESS, as in Java). With ``ctx.auto_commit = False`` SUCCESS only acknowledges:
+    the offset moves on COMMIT (past everything taken so far), ROLLBACK hands every message taken
+    since the last commit to the listener again after the suspend time.
+    """
 
     SUCCESS = "SUCCESS"
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
 
 
 class MessageModel(enum.Enum):

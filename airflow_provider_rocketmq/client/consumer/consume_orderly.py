@@ -22,7 +22,7 @@ from ..message import PROPERTY_RETRY_TOPIC, MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig
 from .lifecycle import Background, Lifecycle
-from .listener import Listener, OrderlyContext, is_async_listener, orderly_ok
+from .listener import Listener, OrderlyContext, OrderlyOutcome, is_async_listener, orderly_outcome
 from .ports import LockFn, OffsetSink, SendBackFn
 from .process_queue import ProcessQueue
 
@@ -180,24 +180,32 @@ class OrderlyConsumeService:
                 self.consume_rt_total += time.monotonic() - start
                 if pq.dropped:
                     return
-                if orderly_ok(status):
+                outcome = orderly_outcome(status, ctx.auto_commit)
+                if outcome is OrderlyOutcome.COMMIT:
                     self.consumed_ok += len(msgs)
-                    offset = pq.commit()
-                    if offset >= 0:
-                        self.offsets.update_offset(mq, offset, increase_only=False)
+                    self._commit(pq, mq)
+                    continue
+                if outcome is OrderlyOutcome.ACK:  # auto_commit off: consumed, offset unchanged
+                    self.consumed_ok += len(msgs)
                     continue
                 self.consumed_failed += len(msgs)
-                if await self._past_max(msgs):
-                    offset = pq.commit()  # sent to retry/DLQ: they count as consumed
-                    if offset >= 0:
-                        self.offsets.update_offset(mq, offset, increase_only=False)
+                if outcome is OrderlyOutcome.ROLLBACK:
+                    pq.rollback()
+                elif await self._past_max(msgs):
+                    self._commit(pq, mq)  # sent to retry/DLQ: they count as consumed
                     continue
-                pq.make_messages_consume_again(msgs)
+                else:
+                    pq.make_messages_consume_again(msgs)
                 pause = ctx.suspend_current_queue_time if ctx.suspend_current_queue_time > 0 \
                     else cfg.effective_suspend_time()
                 await asyncio.sleep(min(30.0, max(0.01, pause)))
         finally:
             pq.orderly_running = False
+
+    def _commit(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        offset = pq.commit()
+        if offset >= 0:
+            self.offsets.update_offset(mq, offset, increase_only=False)
 
     async def _past_max(self, msgs: list[MessageExt]) -> bool:
         """Java checkReconsumeTimes: bump local counts; True if every message went to retry/DLQ."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from ..message import MessageExt
 from ..queue import MessageQueue
@@ -31,23 +32,41 @@ class ConsumeContext:
         self.delay_level_when_next_consume = 0
 
 
-class OrderlyContext:
-    """Passed to orderly listeners; ``suspend_current_queue_time`` (s) overrides the pause."""
+_NOT_ORDERLY = ("OrderlyContext has no {0}: it is a concurrent-listener knob, and an orderly batch is "
+                "committed or suspended whole (return SUSPEND_CURRENT_QUEUE_A_MOMENT and set "
+                "suspend_current_queue_time; with auto_commit False, COMMIT/ROLLBACK)")
 
-    __slots__ = (
-        "ack_index",
-        "auto_commit",
-        "delay_level_when_next_consume",
-        "message_queue",
-        "suspend_current_queue_time",
-    )
+
+class OrderlyContext:
+    """Passed to orderly listeners (Java ConsumeOrderlyContext).
+
+    ``suspend_current_queue_time`` (s) overrides the pause after SUSPEND_CURRENT_QUEUE_A_MOMENT;
+    ``auto_commit = False`` makes SUCCESS acknowledge without committing (see `OrderlyStatus`).
+    Setting ``ack_index`` or ``delay_level_when_next_consume`` (concurrent knobs) raises.
+    """
+
+    __slots__ = ("auto_commit", "message_queue", "suspend_current_queue_time")
 
     def __init__(self, message_queue: MessageQueue) -> None:
         self.message_queue = message_queue
         self.auto_commit = True
         self.suspend_current_queue_time = -1.0
-        self.ack_index = ACK_ALL
-        self.delay_level_when_next_consume = 0
+
+    @property
+    def ack_index(self) -> NoReturn:
+        raise AttributeError(_NOT_ORDERLY.format("ack_index"))
+
+    @ack_index.setter
+    def ack_index(self, value: object) -> None:
+        raise AttributeError(_NOT_ORDERLY.format("ack_index"))
+
+    @property
+    def delay_level_when_next_consume(self) -> NoReturn:
+        raise AttributeError(_NOT_ORDERLY.format("delay_level_when_next_consume"))
+
+    @delay_level_when_next_consume.setter
+    def delay_level_when_next_consume(self, value: object) -> None:
+        raise AttributeError(_NOT_ORDERLY.format("delay_level_when_next_consume"))
 
 
 Listener = Callable[[list[Any], Any], Any]
@@ -71,6 +90,32 @@ def orderly_ok(status: Any) -> bool:
     return status is OrderlyStatus.SUCCESS or status == "SUCCESS" or status is ConsumeStatus.CONSUME_SUCCESS
 
 
+class OrderlyOutcome(enum.Enum):
+    """What an orderly worker does with the messages of one listener call."""
+
+    COMMIT = "COMMIT"  # commit everything taken so far
+    ACK = "ACK"  # consumed, not committed (auto_commit False)
+    ROLLBACK = "ROLLBACK"  # everything taken since the last commit goes back, then a pause
+    SUSPEND = "SUSPEND"  # these messages again after a pause (or to the DLQ past the maximum)
+
+
+def orderly_outcome(status: Any, auto_commit: bool) -> OrderlyOutcome:
+    """Java ConsumeMessageOrderlyService.processConsumeResult, status by status."""
+    name = status.value if isinstance(status, OrderlyStatus) else status
+    if status is ConsumeStatus.CONSUME_SUCCESS:
+        name = "SUCCESS"
+    if auto_commit:
+        # COMMIT/ROLLBACK need auto_commit False; Java logs them and treats them as SUCCESS
+        return OrderlyOutcome.COMMIT if name in ("SUCCESS", "COMMIT", "ROLLBACK") else OrderlyOutcome.SUSPEND
+    if name == "SUCCESS":
+        return OrderlyOutcome.ACK
+    if name == "COMMIT":
+        return OrderlyOutcome.COMMIT
+    if name == "ROLLBACK":
+        return OrderlyOutcome.ROLLBACK
+    return OrderlyOutcome.SUSPEND
+
+
 async def maybe_await(value: Any) -> Any:
     if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
         return await value
@@ -78,6 +123,7 @@ async def maybe_await(value: Any) -> Any:
 
 
 _CR = {ConsumeStatus.CONSUME_SUCCESS: "CR_SUCCESS", ConsumeStatus.RECONSUME_LATER: "CR_LATER"}
+_CR_ORDERLY = {OrderlyStatus.COMMIT: "CR_COMMIT", OrderlyStatus.ROLLBACK: "CR_ROLLBACK"}
 
 
 async def consume_message_directly(call: Callable[[Any], Awaitable[Any]], ctx: ConsumeContext | OrderlyContext,
@@ -90,13 +136,14 @@ async def consume_message_directly(call: Callable[[Any], Awaitable[Any]], ctx: C
         if status is None:
             result = "CR_RETURN_NULL"
         elif orderly:
-            result = "CR_SUCCESS" if orderly_ok(status) else "CR_LATER"
+            result = _CR_ORDERLY.get(status, "CR_SUCCESS" if orderly_ok(status) else "CR_LATER")
         else:
             result = _CR.get(status, "CR_LATER")
     except Exception as exc:  # noqa: BLE001 - a user listener may raise anything; report it like Java
         result = "CR_THROW_EXCEPTION"
         remark = f"{type(exc).__name__}: {exc}"
-    out: dict[str, Any] = {"autoCommit": True, "consumeResult": result, "order": orderly,
+    auto_commit = ctx.auto_commit if isinstance(ctx, OrderlyContext) else True
+    out: dict[str, Any] = {"autoCommit": auto_commit, "consumeResult": result, "order": orderly,
                            "spentTimeMills": int((time.monotonic() - start) * 1000)}
     if remark is not None:
         out["remark"] = remark

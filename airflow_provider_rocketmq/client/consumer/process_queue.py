@@ -358,6 +358,10 @@ class ProcessQueue:
         self.batches = {b.key: b, **self.batches}
         self.cached_count += b.live
 
+    def rollback(self) -> None:
+        """Orderly, auto_commit off: every taken, uncommitted message goes back to the head."""
+        self.make_messages_consume_again(list(self.consuming.values()))
+
     def has_temp_messages(self) -> bool:
         return self.cached_count > 0
 

@@ -141,7 +141,8 @@ class PullService:
             if life.paused:
                 delay = DELAY_SUSPENDED
                 continue
-            count = pq.cached_count
+            # orderly: taken but uncommitted messages still occupy the cache (Java's msgCount)
+            count = pq.count if orderly else pq.cached_count
             if count > limits.count or pq.msg_size > limits.bytes \
                     or (count > 1 and not orderly and pq.span() > cfg.consume_concurrently_max_span):
                 self.flow_control_hits += 1
