@@ -53,6 +53,10 @@ class OrderlyConsumeService:
             self.pool = ThreadPoolExecutor(config.consume_thread_min,
                                            thread_name_prefix=f"ConsumeMessageThread_{group}")
         self.tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._serving: dict[MessageQueue, ProcessQueue] = {}  # the process queue each task consumes
+        # a queue owned again while the worker of its previous process queue still runs a listener
+        # call: its worker starts when that task ends (never beside it)
+        self._next: dict[MessageQueue, ProcessQueue] = {}
         # a queue waiting to be consumed again: after a yield or a refused lock (timer), or for
         # its re-lock (task); either holds the queue, so a new pull does not start a worker early
         self._timers: dict[MessageQueue, tuple[ProcessQueue, asyncio.TimerHandle]] = {}
@@ -84,8 +88,18 @@ class OrderlyConsumeService:
             del self._relocks[mq]
         task = self.tasks.get(mq)
         if task is not None and not task.done():
+            if self._serving.get(mq) is not pq:
+                if mq not in self._next:
+                    task.add_done_callback(lambda _t: self._start_next(mq))
+                self._next[mq] = pq
             return
+        self._serving[mq] = pq
         self.tasks[mq] = self.bg.spawn(self._consume_queue(pq, mq), f"orderly {mq}")
+
+    def _start_next(self, mq: MessageQueue) -> None:
+        pq = self._next.pop(mq, None)
+        if pq is not None and not pq.dropped:
+            self._ensure_worker(pq, mq)
 
     def _later(self, delay: float, pq: ProcessQueue, mq: MessageQueue) -> None:
         """Start the queue's worker again after ``delay``."""

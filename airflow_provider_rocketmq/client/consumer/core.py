@@ -415,7 +415,10 @@ class ConsumerCore:
     def running_info(self) -> dict[str, Any]:
         parts = self._running()
         return consumer_running_info(config=self.config, group=self.group, orderly=self.orderly,
-                                     started_at=self.started_at, table=self.table,
+                                     started_at=self.started_at,
+                                     # released orderly queues waiting for their unlock show as
+                                     # dropped, with tryUnlockTimes, as Java's table keeps them
+                                     table={**parts.rebalancer.releasing, **self.table},
                                      memory_offset=parts.offsets.memory_offset, subscriptions=self.subscriptions,
                                      consume=parts.consume)
 

@@ -65,6 +65,8 @@ class Rebalancer:
         self.adjust_limits = adjust_limits
         self.callbacks = callbacks
         self.topic_queues: dict[str, list[MessageQueue]] = {}
+        # orderly: released queues whose unlock waits for a listener call still running on them
+        self.releasing: dict[MessageQueue, ProcessQueue] = {}
         self._reported: set[str] = set()
         self._lock = asyncio.Lock()  # one rebalance at a time
         self._wakeup = asyncio.Event()
@@ -158,6 +160,8 @@ class Rebalancer:
             self.adjust_limits(len(self.table) + len(new))
         locks = self.locks
         for mq in new:
+            # owned again before the old listener call ended: its delayed unlock must not fire
+            self.releasing.pop(mq, None)
             if locks is not None and not await locks.lock(mq):
                 log.info("queue %s is locked by another member; retrying at the next rebalance", mq)
                 continue
@@ -192,8 +196,18 @@ class Rebalancer:
             if await release.wait_queue_idle(mq, LOCK_TIMEOUT):
                 await locks.unlock([mq])
             else:
-                release.when_queue_idle(mq, lambda: locks.unlock([mq]))
+                pq.try_unlock_times += 1
+                self.releasing[mq] = pq
+                release.when_queue_idle(mq, lambda: self._unlock_released(mq, pq))
         pq.clear()
+
+    async def _unlock_released(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """The delayed unlock of a released orderly queue, unless this member owns it again."""
+        if self.releasing.get(mq) is not pq or mq in self.table:
+            return
+        del self.releasing[mq]
+        if self.locks is not None:
+            await self.locks.unlock([mq])
 
     def forget(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """Forget a queue (OFFSET_ILLEGAL / reset) if ``pq`` still holds it: the next rebalance re-creates it."""
