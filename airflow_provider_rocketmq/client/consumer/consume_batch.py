@@ -174,7 +174,14 @@ class BatchConsumeService:
         while pending and not pq.dropped and not self.life.closing:
             left: list[MessageExt] = []
             for m in pending:
-                if await self.send_back(m, delay_level, mq):
+                try:
+                    ok = await self.send_back(m, delay_level, mq)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # not a broker answer (those return False): a bug; keep trying
+                    log.exception("sending message %s of %s back failed", m.msg_id, mq)
+                    ok = False
+                if ok:
                     self._commit(pq, mq, [m])
                 else:
                     left.append(m)

@@ -236,7 +236,15 @@ class ConcurrentConsumeService:
         retry_later: list[MessageExt] = []
         for f_msgs, delay_level in failures:
             for m in f_msgs:
-                if await self.send_back(m, delay_level, mq):
+                try:
+                    ok = await self.send_back(m, delay_level, mq)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # not a broker answer (those return False): a bug; never pin the offset
+                    log.exception("sending message %s of %s back failed; it will be consumed again",
+                                  m.msg_id, mq)
+                    ok = False
+                if ok:
                     self._commit(pq, mq, [m])
                 else:
                     retry_later.append(m)

@@ -228,7 +228,14 @@ class OrderlyConsumeService:
         for m in msgs:
             if m.reconsume_times >= max_times:
                 # delay level -1: straight to %DLQ% (the fallback send lets the broker decide)
-                if not await self.send_back(m, -1, None):
+                try:
+                    sent = await self.send_back(m, -1, None)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # not a broker answer: a bug; the message stays and is retried
+                    log.exception("sending message %s to the DLQ failed", m.msg_id)
+                    sent = False
+                if not sent:
                     suspend = True
                     m.reconsume_times += 1
             else:

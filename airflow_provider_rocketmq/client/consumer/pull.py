@@ -103,9 +103,25 @@ class PullService:
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         self.stop_queue(mq)
         self.next_offsets[mq] = offset
-        self.tasks[mq] = self.bg.spawn(self._loop(mq, pq), f"pull {mq}")
+        self._spawn_loop(mq, pq, 0.0)
         if self._sweeper is None:
             self._sweeper = self.bg.spawn(self._sweep(), "pull timeouts")
+
+    def _spawn_loop(self, mq: MessageQueue, pq: ProcessQueue, delay: float) -> None:
+        self.tasks[mq] = self.bg.spawn(self._loop(mq, pq, delay), f"pull {mq}",
+                                       on_crash=lambda exc: self._recover(mq, pq))
+
+    def _recover(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """A pull loop died of an unexpected exception (logged and counted by `Background`)."""
+        task = self.tasks.get(mq)
+        if task is None or not task.done() or self.life.closing:
+            return  # stopped on purpose, or already replaced by a new start_queue
+        if pq.dropped:  # mid-repair of an illegal offset: let the next rebalance take it again
+            del self.tasks[mq]
+            self.forget_queue(mq, pq)
+            return
+        log.warning("restarting the pull loop of %s in %.1fs", mq, self.config.pull_time_delay_when_exception)
+        self._spawn_loop(mq, pq, self.config.pull_time_delay_when_exception)
 
     def stop_queue(self, mq: MessageQueue) -> None:
         task = self.tasks.pop(mq, None)
@@ -119,7 +135,7 @@ class PullService:
         await self.bg.cancel_all(timeout=2.0)
 
     # -- the loop ---------------------------------------------------------------------------
-    async def _loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+    async def _loop(self, mq: MessageQueue, pq: ProcessQueue, delay: float = 0.0) -> None:
         cfg = self.config
         life = self.life
         limits = self.limits
@@ -128,7 +144,6 @@ class PullService:
         submit = self.submit
         batches = self.batches
         sub = self.subscriptions.get(mq.topic)
-        delay = 0.0
         previously_locked = False
         rewrite = mq.topic.startswith(RETRY_PREFIX) or bool(cfg.namespace)  # see _prepare
         while not pq.dropped and not life.closing:
@@ -246,7 +261,10 @@ class PullService:
                 pq.drop()
                 await asyncio.sleep(DELAY_OFFSET_ILLEGAL)
                 self.offsets.update_offset(mq, next_begin, increase_only=False)
-                await self.offsets.persist(mq)
+                try:
+                    await self.offsets.persist(mq)
+                except Exception:  # an OSError of the local file: the queue must still be taken again
+                    log.exception("cannot persist the corrected offset %d of %s", next_begin, mq)
                 self.tasks.pop(mq, None)
                 self.forget_queue(mq, pq)
                 return
