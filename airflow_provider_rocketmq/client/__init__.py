@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "LagSnapshot": ".admin",
     "PushConsumer": ".consumer.push",
     "AsyncPushConsumer": ".consumer.push",
+    "OffsetPersistReport": ".consumer.offset_store",
     "PulledBatch": ".batch",
     "PullFilter": ".batch",
     "MessageBatch": ".batch",

@@ -212,7 +212,7 @@ class MQClient:
 
     async def _offset_rpc(self, code: int, mq: MessageQueue, extra: dict[str, Any] | None = None,
                           timeout: float | None = None, ok: Iterable[int] = (ResponseCode.SUCCESS,),
-                          ) -> RemotingCommand:
+                          max_attempts: int | None = None) -> RemotingCommand:
         attempts = 0
 
         async def call() -> RemotingCommand:
@@ -228,7 +228,7 @@ class MQClient:
             if extra:
                 header.update(extra)
             return await self.invoke_ok(addr, RemotingCommand.request(code, header), timeout, ok)
-        return await retry_idempotent(call)
+        return await retry_idempotent(call, RETRY_ATTEMPTS if max_attempts is None else max_attempts)
 
     async def query_consumer_offset(self, mq: MessageQueue, group: str,
                                     timeout: float | None = None) -> int:
@@ -241,8 +241,14 @@ class MQClient:
         return resp.ext_int("offset")
 
     async def update_consumer_offset(self, mq: MessageQueue, group: str, offset: int,
-                                     oneway: bool = False, timeout: float | None = None) -> None:
-        """Store ``offset`` for ``group`` on the master (Java persists it oneway)."""
+                                     oneway: bool = False, timeout: float | None = None,
+                                     attempts: int | None = None) -> None:
+        """Store ``offset`` for ``group`` on the master (Java persists it oneway).
+
+        A broker applies concurrent offset writes in any order and may lose overlapping first
+        writes of a group's topic (see consumer/offset_store.py): callers that need the offset
+        to stick send one acknowledged write at a time. ``attempts`` bounds the retries.
+        """
         extra = {"consumerGroup": self.ns(group), "commitOffset": int(offset)}
         if oneway:
             header = {**self._queue_header(mq), **extra}
@@ -250,7 +256,7 @@ class MQClient:
                               RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header))
         else:
             # Setting an absolute value is idempotent: retried like the reads, route re-read included.
-            await self._offset_rpc(RequestCode.UPDATE_CONSUMER_OFFSET, mq, extra, timeout)
+            await self._offset_rpc(RequestCode.UPDATE_CONSUMER_OFFSET, mq, extra, timeout, max_attempts=attempts)
 
     async def max_offset(self, mq: MessageQueue, timeout: float | None = None) -> int:
         """Offset one past the last message of the queue (the high-water mark)."""

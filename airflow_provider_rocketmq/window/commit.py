@@ -3,12 +3,17 @@
 Used by the window operator (``commit="after_staging"``), the commit operator
 (``"after_downstream"``) and the ``window`` CLI command. Committing is idempotent:
 a second commit of the same manifest finds every offset already there.
+
+Every write is read back: a real 4.x broker may lose an acknowledged offset when the
+first commits of a group's topic overlap (mapped window instances committing at once;
+see client/consumer/offset_store.py), so a commit counts only once the broker holds it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -52,20 +57,46 @@ def _update(admin: OffsetAdmin, group: str, mq: MessageQueue, offset: int) -> No
     admin.update_consumer_offset(group, mq, offset)
 
 
+WRITE_ROUNDS = 3  # write + read back; a broker that lost the offset gets it again
+RECHECK_DELAY = 0.1  # a concurrent first commit of the group replaces the broker's table a moment later
+
+
+class OffsetCommitError(RocketMQError):
+    """The broker still holds a lower offset after every write of the window's end offset."""
+
+
 def commit_offsets(admin: OffsetAdmin, group: str, ends: Iterable[tuple[MessageQueue, int]]) -> dict[str, int]:
     """Set ``group``'s offset of each queue to ``end`` unless the broker already holds one at/after it.
 
-    Returns ``{str(mq): offset}`` for the queues actually moved.
+    Returns ``{str(mq): offset}`` for the queues actually moved, each read back from the broker
+    (RECHECK_DELAY after the last write); raises `OffsetCommitError` naming a queue that does not stick.
     """
-    moved: dict[str, int] = {}
+    todo: dict[MessageQueue, int] = {}
+    before: dict[MessageQueue, int] = {}
     for mq, end in ends:
         current = _committed(admin, group, mq)
-        if end <= current:
-            continue
-        _update(admin, group, mq, end)
-        moved[str(mq)] = end
-        log.info("committed %s offset %d -> %d for group %s", mq, current, end, group)
-    return moved
+        if end > current:
+            todo[mq] = end
+            before[mq] = current
+    held: dict[MessageQueue, int] = {}
+    pending = dict(todo)
+    for _ in range(WRITE_ROUNDS):
+        for mq, end in pending.items():
+            _update(admin, group, mq, end)
+        time.sleep(RECHECK_DELAY)
+        held = {mq: _committed(admin, group, mq) for mq in todo}
+        pending = {mq: end for mq, end in todo.items() if held[mq] < end}
+        if not pending:
+            break
+        log.warning("the broker lost %d of %d offset(s) of group %s just written; writing them again",
+                    len(pending), len(todo), group)
+    else:
+        mq, end = next(iter(pending.items()))
+        raise OffsetCommitError(f"offset {end} of {mq} for group {group} was not kept: the broker "
+                                f"holds {held[mq]} after {WRITE_ROUNDS} acknowledged writes")
+    for mq, end in todo.items():
+        log.info("committed %s offset %d -> %d for group %s", mq, before[mq], end, group)
+    return {str(mq): end for mq, end in todo.items()}
 
 
 def manifest_ends(manifest: WindowManifest) -> list[tuple[MessageQueue, int]]:

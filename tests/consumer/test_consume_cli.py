@@ -55,3 +55,56 @@ def test_consume_bad_input_is_one_line_error() -> None:
     proc = subprocess.run(CLI + ["consume", "--namesrv", "127.0.0.1:1", "--group", "bad group", "--topic", "T"],
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "group" in proc.stderr
+
+
+def _cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(CLI + list(args), check=False, capture_output=True, text=True, timeout=timeout)
+
+
+def test_issue_14_scenario_against_a_broker_that_loses_overlapping_first_commits() -> None:
+    # the issue's commands, against a broker with a real 4.x broker's offset table (OffsetFaults)
+    from airflow_provider_rocketmq.embedded import OffsetFaults
+
+    cluster = TestCluster(queues=4)
+    try:
+        cluster.embedded.set_offset_faults(OffsetFaults(offset_race=0.05))
+        ns, topic, group = cluster.namesrv_addr, "CliIssue14", "g_cli_issue14"
+        cluster.create_topic(topic, 4)
+        assert _cli("produce", "--namesrv", ns, "--topic", topic, "--count", "6", "--tag", "TagA",
+                    "--size", "5000").returncode == 0
+        assert _cli("produce", "--namesrv", ns, "--topic", topic, "--count", "3", "--tag", "TagC").returncode == 0
+        first = _cli("consume", "--namesrv", ns, "--topic", topic, "--group", group, "--from", "first",
+                     "--expression", "TagA", "--max-messages", "6", "--idle-timeout", "60", "--json")
+        assert first.returncode == 0, first.stderr
+        assert len(first.stdout.splitlines()) == 6
+        assert json.loads(first.stderr.splitlines()[-1])["offsets_committed"] is True
+        again = _cli("consume", "--namesrv", ns, "--topic", topic, "--group", group, "--from", "first",
+                     "--expression", "TagA", "--idle-timeout", "3")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == ""  # nothing delivered twice
+        assert "offsets committed" in again.stderr
+    finally:
+        cluster.close()
+
+
+def test_consume_exits_non_zero_naming_the_queues_whose_offsets_were_not_committed(cluster: TestCluster) -> None:
+    topic = "CliLost"
+    cluster.create_topic(topic, 1)
+    cluster.fill(topic, 3)
+    cluster.embedded.brokers[0].faults.respond(15, 16, "the broker's offsets are read-only")  # UPDATE refused
+    proc = _cli("consume", "--namesrv", cluster.namesrv_addr, "--group", "g_cli_lost", "--topic", topic,
+                "--from", "first", "--max-messages", "3", "--idle-timeout", "20")
+    assert proc.returncode == 1, proc.stderr
+    assert len(proc.stdout.splitlines()) == 3
+    lines = proc.stderr.strip().splitlines()
+    assert "offsets NOT committed" in lines[-2]
+    assert lines[-1].startswith("warning: the group's offsets were not committed, these messages will be "
+                                "delivered again: CliLost/broker-a/0: offset 3 not acknowledged")
+    assert "read-only" in lines[-1]
+    assert list(cluster.committed("g_cli_lost", topic).values()) == [0]
+    cluster.embedded.clear_faults()
+    proc = _cli("consume", "--namesrv", cluster.namesrv_addr, "--group", "g_cli_lost", "--topic", topic,
+                "--idle-timeout", "2", "--json")  # the same three again, and this time committed
+    assert len(proc.stdout.splitlines()) == 3 and proc.returncode == 0
+    summary = json.loads(proc.stderr.splitlines()[-1])
+    assert summary["offsets_committed"] is True and "uncommitted" not in summary

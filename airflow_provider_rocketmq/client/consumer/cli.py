@@ -23,6 +23,8 @@ from ..message import MessageExt
 from .config import TIMESTAMP_FORMAT, ConsumeStatus, parse_consume_timestamp
 from .push import PushConsumer
 
+UNCOMMITTED = 1  # exit status: consumed, but the final offset commit did not reach the broker
+
 _FROM = {"first": "CONSUME_FROM_FIRST_OFFSET", "last": "CONSUME_FROM_LAST_OFFSET",
          "timestamp": "CONSUME_FROM_TIMESTAMP"}
 
@@ -120,20 +122,33 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        report = None
         try:
-            consumer.shutdown(timeout=1.0)
+            report = consumer.shutdown(timeout=1.0)
         except RocketMQError as exc:
             print(f"warning: shutdown: {exc}", file=sys.stderr)
         finally:
             release.set()
     if consumer.denied is not None:  # pulls or commits refused by the broker's ACL: an error, no summary
         raise consumer.denied
-    summary = {"group": args.group, "topic": args.topic, "messages": state["count"], "bytes": state["bytes"],
-               "seconds": round(time.monotonic() - started, 3),
-               "finished_at": _dt.datetime.now().strftime(TIMESTAMP_FORMAT)}
+    # "committed" only when the final persist reached the store for every owned queue
+    committed = report is not None and report.ok
+    summary: dict[str, Any] = {
+        "group": args.group, "topic": args.topic, "messages": state["count"], "bytes": state["bytes"],
+        "seconds": round(time.monotonic() - started, 3),
+        "finished_at": _dt.datetime.now().strftime(TIMESTAMP_FORMAT), "offsets_committed": committed}
+    if report is not None and report.failed:
+        summary["uncommitted"] = {f"{mq.topic}/{mq.broker_name}/{mq.queue_id}": why
+                                  for mq, why in sorted(report.failed.items())}
     if args.json:
         print(json.dumps(summary), file=sys.stderr)
     else:
+        outcome = "offsets committed" if committed else "offsets NOT committed"
         print(f"consumed {summary['messages']} message(s) ({summary['bytes']} bytes) from {args.topic} "
-              f"as {args.group} in {summary['seconds']}s; offsets committed", file=sys.stderr)
-    return 0
+              f"as {args.group} in {summary['seconds']}s; {outcome}", file=sys.stderr)
+    if committed:
+        return 0
+    detail = report.describe_failures() if report is not None else "the consumer did not shut down cleanly"
+    print(f"warning: the group's offsets were not committed, these messages will be delivered again: "
+          f"{detail}", file=sys.stderr)
+    return UNCOMMITTED

@@ -42,7 +42,7 @@ from .consume_orderly import OrderlyConsumeService
 from .lifecycle import Background, ConsumerState, Lifecycle
 from .listener import ConsumeContext, Listener, OrderlyContext, consume_message_directly, run_listener
 from .locks import QueueLocks
-from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from .offset_store import LocalFileOffsetStore, OffsetPersistReport, OffsetStore, RemoteBrokerOffsetStore
 from .ports import FlowLimits, StopOffsets
 from .process_queue import ProcessQueue
 from .pull import PullService
@@ -110,6 +110,7 @@ class ConsumerCore:
         self.parts: _Parts | None = None
         self.started_at = 0.0
         self.denied: AclDeniedError | None = None  # the last request the broker's ACL refused
+        self.final_persist: OffsetPersistReport | None = None  # what shutdown() committed
 
     # -- identity ---------------------------------------------------------------------
     @property
@@ -263,27 +264,34 @@ class ConsumerCore:
                                 adjust_limits=self.adjust_thresholds, callbacks=self.assignment_callbacks)
         return _Parts(client, offsets, send_back, consume, pull, rebalancer, locks)
 
-    async def shutdown(self, timeout: float | None = None) -> None:
-        """Stop pulling, drain or time out consumption, persist, unlock, unregister, close."""
+    async def shutdown(self, timeout: float | None = None) -> OffsetPersistReport:
+        """Stop pulling, drain or time out consumption, persist, unlock, unregister, close.
+
+        Returns what the final offset persist committed (the same report on later calls; an
+        empty one when the consumer never started or is stopping in another call).
+        """
         life = self.life
         parts = self.parts
         if life.state in (ConsumerState.SHUTDOWN, ConsumerState.STOPPING):
-            return
+            return self.final_persist or OffsetPersistReport(enabled=self.config.enable_offset_commit)
         if parts is None:  # never started, or start() failed before the services existed
             if life.state is ConsumerState.STARTING:
                 life.advance(ConsumerState.STOPPING)
             life.advance(ConsumerState.SHUTDOWN)
-            return
+            self.final_persist = OffsetPersistReport(enabled=self.config.enable_offset_commit)
+            return self.final_persist
         life.advance(ConsumerState.STOPPING)  # from here on no lock path sends LOCK_BATCH_MQ
         await self.bg.cancel_all()
         if isinstance(parts.consume, OrderlyConsumeService):
             await parts.consume.stop_relocking()
         await parts.pull.stop_all()
         wait = self.config.await_termination_when_shutdown if timeout is None else timeout
-        if not await parts.consume.drain(wait):
+        drained = await parts.consume.drain(wait)
+        if not drained:
             log.warning("in-flight consumption did not finish within %.1fs; its messages will be "
                         "delivered again", wait)
-        await self._persist_final(parts)
+        report = self.final_persist = await self._persist_final(parts)
+        report.drained = drained
         if parts.locks is not None:
             # after every locking task has stopped, and covering locks granted to requests whose
             # caller was cancelled (a rebalance taking over a leaver's queues, a re-lock)
@@ -295,23 +303,18 @@ class ConsumerCore:
         await parts.send_back.close()
         await parts.client.close()
         life.advance(ConsumerState.SHUTDOWN)
+        return report
 
-    async def _persist_final(self, parts: _Parts) -> None:
-        owned = list(self.table)
-        offsets = parts.offsets
-        if not owned or not self.config.enable_offset_commit:
-            return
-        if isinstance(offsets, RemoteBrokerOffsetStore):
-            results = await asyncio.gather(*(offsets.persist_sync(mq) for mq in owned
-                                             if offsets.memory_offset(mq) >= 0),
-                                           return_exceptions=True)
-            for r in results:
-                if isinstance(r, AclDeniedError):
-                    self.note_denied("final offset commit", r)
-                elif isinstance(r, Exception):
-                    log.warning("final offset persist failed: %s", r)
-        else:
-            await offsets.persist_all(owned)
+    async def _persist_final(self, parts: _Parts) -> OffsetPersistReport:
+        """Commit every owned queue's offset, one acknowledged write at a time per broker, read back
+        (offset_store.py says why); a queue that was never written successfully is reported, not hidden."""
+        report = await parts.offsets.persist_final(list(self.table))
+        if report.denied is not None:
+            self.note_denied("final offset commit", report.denied)
+        if report.failed:
+            log.warning("final offsets not committed (these messages will be delivered again): %s",
+                        report.describe_failures())
+        return report
 
     async def _unregister(self, client: MQClient) -> None:
         for name, addrs in client.broker_addrs().items():

@@ -35,9 +35,7 @@ class OffsetSink(Protocol):
 
 
 class PullOffsets(OffsetSink, Protocol):
-    """What the pull loop reads and writes: the offset to piggy-back, and illegal-offset repair."""
-
-    def memory_offset(self, mq: MessageQueue) -> int: ...
+    """What the pull loop writes: tag-filter corrections and illegal-offset repair (pulls carry no offset)."""
 
     async def persist(self, mq: MessageQueue) -> None: ...
 

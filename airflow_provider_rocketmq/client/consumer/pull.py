@@ -3,9 +3,13 @@
 Each owned queue has exactly one asyncio task, so at most one PULL_MESSAGE is
 in flight per queue. Before each pull the loop applies flow control (cached
 count, bytes and span; the pull is *delayed* 50 ms, never dropped), then sends a
-suspended pull that piggy-backs the consumed offset (sysFlag 3 with commit, 2
-without, exactly like the recorded Java frames), decodes the body once per batch
-and hands the whole batch to the consume service.
+suspended pull, decodes the body once per batch and hands the whole batch to the
+consume service.
+
+Unlike Java, pulls never piggy-back the consumed offset (sysFlag 2, never the
+commit bit 1): a real broker applies that offset on its pull executor, after an
+UPDATE_CONSUMER_OFFSET sent later may already have landed, and the older value
+wins (issue 14). The offset store is the only writer of offsets (offset_store.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages
 from ..mqclient import MQClient
 from ..queue import MessageQueue
 from ..remoting.codes import (
-    PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
     RequestCode,
@@ -288,10 +291,8 @@ class PullService:
         conn = self._conns.get(addr)
         if conn is None or conn.is_closed:
             conn = self._conns[addr] = await client.pool.get(addr)
-        commit = self.offsets.memory_offset(mq) if cfg.clustering else -1
-        flag = PULL_FLAG_SUSPEND
-        if commit > 0 and cfg.enable_offset_commit and broker_id == 0:
-            flag |= PULL_FLAG_COMMIT_OFFSET
+        flag = PULL_FLAG_SUSPEND  # no commit bit: see the module docstring
+        commit = 0
         subscription = None
         if cfg.post_subscription_when_pull:
             flag |= PULL_FLAG_SUBSCRIPTION
@@ -302,7 +303,6 @@ class PullService:
                 "consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id),
                 "suspendTimeoutMillis": str(int(cfg.broker_suspend_max_time * 1000)),
                 "expressionType": sub.expression_type, "bname": mq.broker_name})
-        commit = max(0, commit)
         if conn.rpc_hook is None:
             opaque = next_opaque()
             fut = conn.start_encoded(opaque, frame.render(opaque, offset, max_nums, flag, commit,

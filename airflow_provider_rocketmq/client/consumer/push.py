@@ -26,6 +26,7 @@ from .config import ConsumerConfig
 from .consume_batch import BatchListener
 from .core import ConsumerCore, check_group, make_config
 from .listener import Listener
+from .offset_store import OffsetPersistReport
 
 AssignmentCallback = Callable[[str, frozenset[MessageQueue], frozenset[MessageQueue]], Any]
 
@@ -70,8 +71,15 @@ class AsyncPushConsumer:
             await self._core.shutdown(0)
             raise
 
-    async def shutdown(self, timeout: float | None = None) -> None:
-        await self._core.shutdown(timeout)
+    async def shutdown(self, timeout: float | None = None) -> OffsetPersistReport:
+        """Stop, drain (at most ``timeout`` s, default await_termination_when_shutdown), commit the
+        owned queues' offsets, unregister; returns the `OffsetPersistReport` of that commit."""
+        return await self._core.shutdown(timeout)
+
+    @property
+    def final_persist(self) -> OffsetPersistReport | None:
+        """The report the last `shutdown` returned (None before it)."""
+        return self._core.final_persist
 
     def suspend(self) -> None:
         self._core.suspend()
@@ -104,7 +112,8 @@ class AsyncPushConsumer:
 
         Refused pulls are retried every ``pull_time_delay_when_exception`` like Java does, so a consumer
         that reads nothing should look here. `start` raises instead when no broker took the first
-        heartbeat and the ACL refused it. Periodic offset commits are oneway: a refusal is not seen.
+        heartbeat and the ACL refused it. A refused periodic offset commit is logged; a refused final
+        one is in the `OffsetPersistReport` that `shutdown` returns.
         """
         return self._core.denied
 
@@ -177,15 +186,22 @@ class PushConsumer:
             self._loop_thread = None
             raise
 
-    def shutdown(self, timeout: float | None = None) -> None:
+    def shutdown(self, timeout: float | None = None) -> OffsetPersistReport:
+        """See `AsyncPushConsumer.shutdown`: the `OffsetPersistReport` of the final offset commit
+        (the previous one, or an empty one, when the consumer is not running)."""
         lt = self._loop_thread
         if lt is None:
-            return
+            return self._async.final_persist or OffsetPersistReport(enabled=self.config.enable_offset_commit)
         try:
-            lt.run(self._async.shutdown(timeout))
+            return lt.run(self._async.shutdown(timeout))
         finally:
             lt.stop()
             self._loop_thread = None
+
+    @property
+    def final_persist(self) -> OffsetPersistReport | None:
+        """See `AsyncPushConsumer.final_persist`."""
+        return self._async.final_persist
 
     def suspend(self) -> None:
         self._call(self._async.suspend)
