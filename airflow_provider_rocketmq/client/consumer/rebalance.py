@@ -241,16 +241,23 @@ class Rebalancer:
             deadline = time.monotonic() + wait
             while any(pq.inflight or pq.consuming for pq in dropped) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)  # settled by worker threads: nothing to await
+            # only the queues this member owns (Java): the others' owners get their own request,
+            # and writing theirs would overwrite progress this member knows nothing about
             remote = self.config.clustering
-            for mq, offset in table.items():
-                self.offsets.update_offset(mq, offset, increase_only=False)
+            for mq in affected:
+                self.offsets.update_offset(mq, table[mq], increase_only=False)
                 try:
                     if remote:
                         await self.offsets.persist_sync(mq)
                 except RocketMQError as exc:
                     log.warning("cannot persist the reset offset of %s: %s", mq, exc)
-            if not remote:
-                await self.offsets.persist_all(table)
+            if not remote and affected:
+                # the file holds every owned queue: writing only the reset ones would drop the
+                # other topics' offsets until the next periodic persist
+                try:
+                    await self.offsets.persist_all(list(self.table))
+                except OSError as exc:
+                    log.error("cannot write the reset offsets of %s: %s", topic, exc)
             for mq in affected:
                 pq = self.table.get(mq)
                 if pq is not None:
