@@ -43,17 +43,23 @@ def test_orderly_take_commit_and_rollback_keep_order():
     assert pq.commit() == -1
 
 
-def test_expired_messages_only_from_old_batches():
+def test_expired_messages_only_from_calls_seen_running_twice():
     pq = ProcessQueue()
     msgs = stored_messages("T", range(4))
     pq.put_messages(msgs)
-    token = pq.begin_batch(msgs[:2])
-    assert pq.expired_messages(timeout=3600) == []
-    assert [m.queue_offset for m in pq.expired_messages(timeout=0)] == [0, 1]
+    token, fl = pq.begin_batch(msgs)
+    assert pq.expired_messages(timeout=0, step=2) == []  # handed over, no call started: not consuming
+    fl.current = msgs[0]
+    assert pq.expired_messages(timeout=0, step=2) == []  # first look at the running call
+    assert pq.expired_messages(timeout=3600, step=2) == []  # seen running, but not for that long
+    assert [m.queue_offset for m in pq.expired_messages(timeout=0, step=2)] == [0, 1]  # the call's two
     pq.remove_messages(msgs[:1])
-    assert [m.queue_offset for m in pq.expired_messages(timeout=0)] == [1]
+    assert [m.queue_offset for m in pq.expired_messages(timeout=0, step=2)] == [1]
+    fl.current = msgs[2]  # the next call started: its clock starts afresh
+    assert pq.expired_messages(timeout=0, step=2) == []
+    assert [m.queue_offset for m in pq.expired_messages(timeout=0, step=2)] == [2, 3]
     pq.end_batch(token)
-    assert pq.expired_messages(timeout=0) == []
+    assert pq.expired_messages(timeout=0, step=2) == []
 
 
 def test_drop_is_final():

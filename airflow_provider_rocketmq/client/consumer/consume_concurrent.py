@@ -24,7 +24,7 @@ from .consume_pool import ConsumePool
 from .lifecycle import Background, Lifecycle
 from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
 from .ports import OffsetSink, OwnedQueues, SendBackFn
-from .process_queue import ProcessQueue
+from .process_queue import InFlight, ProcessQueue
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +98,14 @@ class ConcurrentConsumeService:
 
     # -- dispatch --------------------------------------------------------------------------
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        token = pq.begin_batch(msgs)
+        token, fl = pq.begin_batch(msgs)
         self.inflight += 1
         self._idle.clear()
         if self.is_async:
-            self._spawn(self._run_async(msgs, pq, mq, token), f"consume {mq}")
+            self._spawn(self._run_async(msgs, pq, mq, token, fl), f"consume {mq}")
         else:
             assert self.pool is not None
-            self.pool.submit(self._run_sync, msgs, pq, mq, token)
+            self.pool.submit(self._run_sync, msgs, pq, mq, token, fl)
             self._schedule_kick()
             if self._poll_timer is None:
                 self._poll_interval = RESULT_POLL_MIN
@@ -114,7 +114,8 @@ class ConcurrentConsumeService:
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self.bg.spawn(coro, name)
 
-    def _run_sync(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int) -> None:
+    def _run_sync(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int,
+                  fl: InFlight) -> None:
         """Worker thread: call the listener per slice, report the batch once."""
         failures: list[Failure] = []
         listener = self.listener
@@ -128,6 +129,7 @@ class ConcurrentConsumeService:
             for m in msgs:
                 if pq.dropped:  # Java skips the listener for a dropped queue
                     break
+                fl.current = m  # the consume-timeout clock of this call starts now
                 try:
                     status = listener([m], ctx)
                 except Exception:
@@ -143,6 +145,7 @@ class ConcurrentConsumeService:
                 if pq.dropped:  # Java skips the listener for a dropped queue
                     break
                 chunk = msgs[i:i + step]
+                fl.current = chunk[0]
                 try:
                     status = listener(chunk, ctx)
                 except Exception:
@@ -175,7 +178,7 @@ class ConcurrentConsumeService:
             self._poll_timer = self.loop.call_later(self._poll_interval, self._poll_results)
 
     async def _run_async(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue,
-                         token: int) -> None:
+                         token: int, fl: InFlight) -> None:
         failures: list[Failure] = []
         step = self.batch_max
         start = time.monotonic()
@@ -184,6 +187,7 @@ class ConcurrentConsumeService:
                 break
             chunk = list(msgs[i:i + step])
             ctx = ConsumeContext(mq)
+            fl.current = chunk[0]
             try:
                 status = await self.listener(chunk, ctx)
             except asyncio.CancelledError:
@@ -266,7 +270,7 @@ class ConcurrentConsumeService:
         """Send back messages whose listener call exceeded consume_timeout (Java cleanExpiredMsg)."""
         timeout = self.config.consume_timeout
         for mq, pq in list(self.table.items()):
-            for m in pq.expired_messages(timeout):
+            for m in pq.expired_messages(timeout, self.batch_max):
                 log.warning("message %s of %s exceeded consume_timeout; sending it back", m.msg_id, mq)
                 if await self.send_back(m, EXPIRED_DELAY_LEVEL, mq):
                     self._commit(pq, mq, [m])

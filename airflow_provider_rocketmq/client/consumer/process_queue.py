@@ -84,6 +84,20 @@ class _Summary:
         return self.last
 
 
+class InFlight:
+    """A batch handed to the consume pool. The worker sets ``current`` to the first message of
+    the listener call it is about to make (one attribute store per call); the consume-timeout
+    cleaner samples it (``seen``/``seen_at``), so the clock starts when a call starts."""
+
+    __slots__ = ("current", "msgs", "seen", "seen_at")
+
+    def __init__(self, msgs: Sequence[MessageExt]) -> None:
+        self.msgs = msgs
+        self.current: MessageExt | None = None  # None: waiting for a worker, not consuming yet
+        self.seen: MessageExt | None = None
+        self.seen_at = 0.0
+
+
 class QueueState(enum.Enum):
     """ACTIVE -> DROPPED, never back: a dropped queue is replaced by a new ProcessQueue."""
 
@@ -128,7 +142,7 @@ class ProcessQueue:
         self.try_unlock_times = 0
         self.orderly_running = False  # orderly: a worker currently owns this queue
         # concurrent: batches handed to listeners, for the consume-timeout cleaner
-        self.inflight: dict[int, tuple[float, Sequence[MessageExt]]] = {}
+        self.inflight: dict[int, InFlight] = {}
         self._inflight_seq = 0
 
     # -- state ---------------------------------------------------------------------
@@ -283,26 +297,38 @@ class ProcessQueue:
             if not b.live:
                 del batches[b.key]
 
-    def begin_batch(self, msgs: Sequence[MessageExt]) -> int:
-        """Record when a batch went to the listener (consume-timeout cleaner); returns its token."""
+    def begin_batch(self, msgs: Sequence[MessageExt]) -> tuple[int, InFlight]:
+        """Record a batch handed to the consume pool (consume-timeout cleaner); its token and record."""
         self._inflight_seq += 1
-        self.inflight[self._inflight_seq] = (time.monotonic(), msgs)
-        return self._inflight_seq
+        fl = self.inflight[self._inflight_seq] = InFlight(msgs)
+        return self._inflight_seq, fl
 
     def end_batch(self, token: int) -> None:
         self.inflight.pop(token, None)
 
-    def expired_messages(self, timeout: float, limit: int = 16) -> list[MessageExt]:
-        """Still-cached messages whose listener call started more than ``timeout`` s ago."""
+    def expired_messages(self, timeout: float, step: int, limit: int = 16) -> list[MessageExt]:
+        """Still-cached messages of listener calls seen running for at least ``timeout`` s.
+
+        A call counts from the first look that saw it running; looks come every consume_timeout,
+        so a call is reported between 1x and 2x ``timeout`` after it started (Java's cleaner has
+        the same granularity). Messages still waiting for their call are never reported.
+        """
         now = time.monotonic()
         out: list[MessageExt] = []
         index: dict[int, tuple[_Batch, MessageExt]] | None = None
-        for start, msgs in list(self.inflight.values()):
-            if now - start < timeout:
+        for fl in list(self.inflight.values()):
+            cur = fl.current
+            if cur is None:
+                continue
+            if fl.seen is not cur:
+                fl.seen, fl.seen_at = cur, now
+                continue
+            if now - fl.seen_at < timeout:
                 continue
             if index is None:
                 index = self._index()
-            for m in msgs:
+            start = next((i for i, m in enumerate(fl.msgs) if m is cur), 0)
+            for m in fl.msgs[start:start + step]:
                 entry = index.get(m.queue_offset)
                 if entry is not None and entry[1] is m:
                     out.append(m)
