@@ -15,12 +15,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from ..config import RETRY_PREFIX
 from ..message import PROPERTY_RETRY_TOPIC, MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig
+from .consume_pool import DaemonExecutor
 from .lifecycle import Background, Lifecycle
 from .listener import Listener, OrderlyContext, OrderlyOutcome, is_async_listener, orderly_outcome
 from .ports import LockFn, OffsetSink, SendBackFn
@@ -48,10 +48,9 @@ class OrderlyConsumeService:
         self.lock = lock  # clustering: LOCK_BATCH_MQ of one queue
         self.is_async = is_async_listener(listener)
         self.bg = Background("orderly consume")
-        self.pool: ThreadPoolExecutor | None = None
-        if not self.is_async:
-            self.pool = ThreadPoolExecutor(config.consume_thread_min,
-                                           thread_name_prefix=f"ConsumeMessageThread_{group}")
+        self.pool: DaemonExecutor | None = None
+        if not self.is_async:  # daemons: a listener stuck past shutdown must not hold the process
+            self.pool = DaemonExecutor(config.consume_thread_min, f"ConsumeMessageThread_{group}")
         self.tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._serving: dict[MessageQueue, ProcessQueue] = {}  # the process queue each task consumes
         # a queue owned again while the worker of its previous process queue still runs a listener
@@ -274,4 +273,4 @@ class OrderlyConsumeService:
         await self.bg.cancel_all()
         self.tasks.clear()
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown()

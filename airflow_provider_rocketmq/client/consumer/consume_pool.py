@@ -24,12 +24,16 @@ deque, and `kick()` looks at ``_sleepers`` *after* the work was appended.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
+import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class ConsumePool:
@@ -109,3 +113,55 @@ class ConsumePool:
                 self._sleepers.popleft().release()
             except IndexError:
                 return
+
+
+class DaemonExecutor(concurrent.futures.Executor):
+    """A fixed set of daemon threads behind the `Executor` API (for ``loop.run_in_executor``).
+
+    `ThreadPoolExecutor`'s threads are joined when the interpreter exits, so a listener stuck
+    past shutdown would keep the process alive; these are daemons, and `shutdown` never waits.
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        self._work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...]]
+                                      | None] = queue.SimpleQueue()
+        self._closed = False
+        self._threads = [threading.Thread(target=self._main, name=f"{name}_{i}", daemon=True) for i in range(size)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        if self._closed:
+            raise RuntimeError("cannot schedule new work after shutdown")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        call = (lambda: fn(*args, **kwargs)) if kwargs else fn
+        self._work.put((fut, call, () if kwargs else args))
+        return fut
+
+    def _main(self) -> None:
+        work = self._work
+        while True:
+            item = work.get()
+            if item is None:
+                return
+            fut, fn, args = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - the caller's future carries it, like ThreadPoolExecutor
+                fut.set_exception(exc)
+
+    def shutdown(self, wait: bool = False, *, cancel_futures: bool = True) -> None:
+        """Stop taking work; queued calls are cancelled; running ones finish on their own."""
+        self._closed = True
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in self._threads:
+            self._work.put(None)
