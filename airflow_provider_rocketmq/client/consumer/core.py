@@ -404,8 +404,8 @@ class ConsumerCore:
 
     def note_denied(self, what: str, err: AclDeniedError) -> None:
         """Record a request the broker's ACL refused (`PushConsumer.denied`, ``stats()["denied"]``)."""
-        if self.denied is None or self.denied.reason != err.reason:
-            log.error("%s refused: %s", what, err)
+        if self.denied is None or self.denied.reason != err.reason:  # warning: callers raise or report it
+            log.warning("%s refused: %s", what, err)
         self.denied = err
 
     # -- broker requests (ports.BrokerRequests) -------------------------------------------------
