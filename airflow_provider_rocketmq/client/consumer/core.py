@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -56,6 +57,9 @@ log = logging.getLogger(__name__)
 
 _GROUP_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 HEARTBEAT_TIMEOUT = 3.0
+RENEW_DELAY_MIN = 0.2  # renewing a member on a restarted broker: retry 0.2 s doubling to 1 s, jittered
+RENEW_DELAY_MAX = 1.0
+ROUTE_REFRESH_MIN_INTERVAL = 1.0  # at most this often outside poll_name_server_interval
 
 ConsumeService = ConcurrentConsumeService | OrderlyConsumeService | BatchConsumeService
 
@@ -111,6 +115,8 @@ class ConsumerCore:
         self.started_at = 0.0
         self.denied: AclDeniedError | None = None  # the last request the broker's ACL refused
         self.final_persist: OffsetPersistReport | None = None  # what shutdown() committed
+        self._renewing: set[str] = set()  # brokers a renew task is running for
+        self._routes_refreshed = 0.0
 
     # -- identity ---------------------------------------------------------------------
     @property
@@ -250,12 +256,14 @@ class ConsumerCore:
             pull = PullService(config=cfg, client=client, group=self.ns_group, subscriptions=self.subscriptions,
                                life=life, offsets=offsets, limits=self.limits, stops=self.stops, orderly=False,
                                start_offset=start_offset, forget_queue=forget, settle=consume.settle_ready,
-                               on_denied=self.note_denied, batches=(self.batch_listener[1], consume.submit_batch))
+                               on_denied=self.note_denied, on_trouble=self.renew_on,
+                               batches=(self.batch_listener[1], consume.submit_batch))
         else:
             pull = PullService(config=cfg, client=client, group=self.ns_group, subscriptions=self.subscriptions,
                                life=life, offsets=offsets, limits=self.limits, stops=self.stops,
                                orderly=self.orderly, start_offset=start_offset, forget_queue=forget,
-                               settle=consume.settle_ready, on_denied=self.note_denied, submit=consume.submit)
+                               settle=consume.settle_ready, on_denied=self.note_denied, on_trouble=self.renew_on,
+                               submit=consume.submit)
         rebalancer = Rebalancer(config=cfg, client=client, group=self.group, client_id=client.client_id,
                                 strategy=self.strategy, subscriptions=self.subscriptions, life=life,
                                 table=self.table, offsets=offsets, start_offset=start_offset, pull=pull,
@@ -377,6 +385,45 @@ class ConsumerCore:
                     self.note_denied(f"heartbeat to {name}", exc)
                 except RocketMQError as exc:
                     log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
+        return ok
+
+    def renew_on(self, broker: str) -> None:
+        """A pull found ``broker`` unreachable, or the broker no longer knows this member (it restarted
+        and lost its consumer table): refresh routes and heartbeat it as soon as it answers, so pulls
+        resume within about a second of the broker accepting connections rather than at the next
+        30 s heartbeat or route poll (issue 13)."""
+        if self.life.closing or broker in self._renewing or self.parts is None:
+            return
+        self._renewing.add(broker)
+        self.bg.spawn(self._renew(broker), f"renew on {broker}")
+
+    async def _renew(self, broker: str) -> None:
+        client = self._running().client
+        delay = RENEW_DELAY_MIN
+        try:
+            while not self.life.closing:
+                now = time.monotonic()
+                if now - self._routes_refreshed >= ROUTE_REFRESH_MIN_INTERVAL:  # it may have moved
+                    self._routes_refreshed = now
+                    await client.refresh_routes()
+                if await self._heartbeat_broker(client, broker):
+                    log.info("renewed the subscription on %s", broker)
+                    return
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(RENEW_DELAY_MAX, delay * 2)
+        finally:
+            self._renewing.discard(broker)
+
+    async def _heartbeat_broker(self, client: MQClient, broker: str) -> bool:
+        ok = False
+        for addr in client.broker_addrs().get(broker, {}).values():
+            try:
+                await client.heartbeat(addr, self.heartbeat_data(), HEARTBEAT_TIMEOUT)
+                ok = True
+            except AclDeniedError as exc:
+                self.note_denied(f"heartbeat to {broker}", exc)
+            except RocketMQError as exc:
+                log.debug("heartbeat to %s (%s) failed: %s", broker, addr, exc)
         return ok
 
     async def on_queues_changed(self, topic: str, mq_all: frozenset[MessageQueue],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping
 
@@ -47,6 +48,12 @@ DELAY_FLOW_CONTROL = 0.05  # local thresholds exceeded (Java PULL_TIME_DELAY_MIL
 DELAY_BROKER_FLOW_CONTROL = 0.02  # broker answered FLOW_CONTROL (215)
 DELAY_SUSPENDED = 1.0  # consumer paused
 DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset (lets in-flight work settle)
+# After a broker restart or a dropped connection: retry soon (0.2 s doubling to 1 s, jittered), not
+# after pull_time_delay_when_exception (3 s), while `on_trouble` renews the member on that broker
+RECONNECT_DELAY_MIN = 0.2
+RECONNECT_DELAY_MAX = 1.0
+# a restarted broker has forgotten the member: its heartbeat brings the subscription back
+_FORGOTTEN = (ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST)
 SWEEP_INTERVAL = 1.0  # how often overdue long polls are failed (their timeout is tens of seconds)
 
 SubmitMessages = Callable[[list[MessageExt], ProcessQueue, MessageQueue], None]
@@ -69,6 +76,7 @@ class PullService:
                  subscriptions: Mapping[str, SubscriptionData], life: Lifecycle, offsets: PullOffsets,
                  limits: FlowLimits, stops: StopOffsets, orderly: bool, start_offset: StartOffset,
                  forget_queue: ForgetQueue, settle: Callable[[], None], on_denied: DeniedHook,
+                 on_trouble: Callable[[str], None] = lambda broker: None,
                  submit: SubmitMessages | None = None,
                  batches: tuple[BatchDecoder, SubmitBatch] | None = None) -> None:
         if (submit is None) == (batches is None):
@@ -86,6 +94,7 @@ class PullService:
         self.forget_queue = forget_queue
         self.settle = settle
         self.on_denied = on_denied
+        self.on_trouble = on_trouble  # (broker name): unreachable, or it no longer knows this member
         self.submit: SubmitMessages = submit if submit is not None else _no_message_listener
         self.batches = batches
         self.bg = Background("pull")
@@ -148,6 +157,7 @@ class PullService:
         batches = self.batches
         sub = self.subscriptions.get(mq.topic)
         previously_locked = False
+        troubles = 0  # consecutive pulls lost to a broker restart / dropped connection
         rewrite = mq.topic.startswith(RETRY_PREFIX) or bool(cfg.namespace)  # see _prepare
         while not pq.dropped and not life.closing:
             settle()  # concurrent mode: finished batches free the cache before flow control
@@ -193,15 +203,26 @@ class PullService:
                 resp = await self._pull(mq, offset, max_nums, sub)
             except asyncio.CancelledError:
                 raise
-            except RocketMQError as exc:
-                if not pq.dropped and not life.closing:
+            except RocketMQError as exc:  # no connection, no route, no answer: reconnect soon
+                if pq.dropped or life.closing:
+                    continue
+                if not troubles:
                     log.warning("pull %s at %d failed: %s", mq, offset, exc)
-                delay = cfg.pull_time_delay_when_exception
+                delay = self._reconnect_delay(mq, troubles)
+                troubles += 1
                 continue
             if pq.dropped:
                 return
             pq.last_pull_time = self.now()
             code = resp.code
+            if code in _FORGOTTEN:
+                if not troubles:
+                    log.warning("pull %s at %d: broker code %d %s; renewing the subscription", mq, offset, code,
+                                (resp.remark or "").split("\n")[0])
+                delay = self._reconnect_delay(mq, troubles)
+                troubles += 1
+                continue
+            troubles = 0
             self.pulls += 1
             ext = resp.ext_fields or {}
             if code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -280,6 +301,13 @@ class PullService:
                 elif not life.closing:
                     log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
                 delay = cfg.pull_time_delay_when_exception
+
+    def _reconnect_delay(self, mq: MessageQueue, troubles: int) -> float:
+        """Report the broker's trouble (at the start of an episode of this queue, then every 5th
+        retry) and pick the next retry delay."""
+        if troubles % 5 == 0:
+            self.on_trouble(mq.broker_name)
+        return min(RECONNECT_DELAY_MAX, RECONNECT_DELAY_MIN * (1 << min(troubles, 8))) * random.uniform(0.8, 1.2)
 
     async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, sub: SubscriptionData) -> RemotingCommand:
         cfg = self.config
