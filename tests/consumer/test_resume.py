@@ -20,7 +20,8 @@ SLOW_HEARTBEAT = {"consume_from_where": "CONSUME_FROM_FIRST_OFFSET", "heartbeat_
                   "pull_threshold_for_queue": 20, "pull_batch_size": 8, "rebalance_interval": 120.0}
 
 
-def _consumer(cluster: TestCluster, group: str, topic: str) -> tuple[PushConsumer, list[tuple[float, int, int]]]:
+def _consumer(cluster: TestCluster, group: str, topic: str,
+              **overrides: Any) -> tuple[PushConsumer, list[tuple[float, int, int]]]:
     seen: list[tuple[float, int, int]] = []
     lock = threading.Lock()
 
@@ -30,7 +31,7 @@ def _consumer(cluster: TestCluster, group: str, topic: str) -> tuple[PushConsume
             seen.extend((time.monotonic(), m.queue_id, m.queue_offset) for m in msgs)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, **SLOW_HEARTBEAT)
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, **{**SLOW_HEARTBEAT, **overrides})
     c.subscribe(topic)
     c.register_listener(listener)
     return c, seen
@@ -75,3 +76,33 @@ def test_pulls_resume_soon_after_the_broker_drops_the_connection(cluster: TestCl
     finally:
         c.shutdown()
     assert max(t for t, _, _ in seen) > cut
+
+
+def test_queues_of_a_briefly_absent_broker_are_kept(tmp_path: Path) -> None:
+    # a stopped broker leaves the route; releasing its queues would re-read their offsets from the
+    # last persist when it is back (duplicates), though no other member could own them meanwhile
+    cluster = TestCluster(queues=1, brokers=2, data_dir=str(tmp_path))
+    try:
+        topic, group = "ResumeAbsent", "g_resume_absent"
+        cluster.create_topic(topic, 1)
+        fill_queues(cluster, topic, {0: 400})  # one queue on each broker: 400 on one of them
+        c, seen = _consumer(cluster, group, topic, poll_name_server_interval=0.3, rebalance_interval=0.3)
+        c.start()
+        try:
+            wait_until(lambda: len(seen) >= 50, 20, "consumption under way")
+            owned = c.assigned_queues()
+            name = next(b for (b, _), n in cluster.embedded.max_offsets(topic).items() if n == 400)
+            cluster.embedded.stop_broker(name)
+            wait_until(lambda: not any(mq.broker_name == name for mq in cluster.queues_of(topic)), 10,
+                       "the broker gone from the route")
+            time.sleep(2.0)  # a window for something that must not happen: ~6 route polls and rebalances
+            assert c.assigned_queues() == owned
+            cluster.embedded.start_broker(name)
+            wait_until(lambda: len({(q, o) for _, q, o in seen}) == 400, 30, "the whole backlog")
+        finally:
+            report = c.shutdown()
+        assert report.ok
+        offsets = [(q, o) for _, q, o in seen]
+        assert len(offsets) == len(set(offsets)) == 400  # nothing twice
+    finally:
+        cluster.close()

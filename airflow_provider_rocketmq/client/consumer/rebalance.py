@@ -70,6 +70,7 @@ class Rebalancer:
         self._reported: set[str] = set()
         self._lock = asyncio.Lock()  # one rebalance at a time
         self._wakeup = asyncio.Event()
+        self._absent_since: dict[str, float] = {}  # broker name -> first rebalance that missed it
 
     # -- driving -----------------------------------------------------------------------
     def wake(self) -> None:
@@ -127,7 +128,7 @@ class Rebalancer:
             allocated = set(mine)
         else:
             allocated = set(mq_all)
-        changed = await self._update_table(topic, allocated)
+        changed = await self._update_table(topic, allocated, {mq.broker_name for mq in mq_all})
         if changed:
             await self.on_changed(topic, frozenset(mq_all), frozenset(allocated))
         # callbacks also hear the first result of a topic, even an empty one ("you own nothing")
@@ -142,13 +143,27 @@ class Rebalancer:
                     log.exception("on_assignment callback failed")
         return changed
 
-    async def _update_table(self, topic: str, allocated: set[MessageQueue]) -> bool:
+    def _briefly_absent(self, broker: str, present: set[str]) -> bool:
+        """True while ``broker`` has been missing from the topic's route for less than
+        pull_max_idle_time: a restarting broker leaves the route, and its queues are in nobody's
+        allocation meanwhile, so keeping them (and their in-memory offsets) is safe and lets pulls
+        resume where they were instead of from the last persisted offset."""
+        now = time.monotonic()
+        for name in present:
+            self._absent_since.pop(name, None)
+        if broker in present:
+            return False
+        return now - self._absent_since.setdefault(broker, now) < self.config.pull_max_idle_time
+
+    async def _update_table(self, topic: str, allocated: set[MessageQueue], present: set[str]) -> bool:
         changed = False
         cfg = self.config
         for mq, pq in list(self.table.items()):
             if mq.topic != topic:
                 continue
             if mq not in allocated:
+                if self._briefly_absent(mq.broker_name, present):
+                    continue
                 changed = True
                 await self._release(mq, self.table.pop(mq))
             elif pq.is_pull_expired(cfg.pull_max_idle_time) and not pq.dropped:
