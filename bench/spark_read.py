@@ -1,0 +1,146 @@
+"""Spark reads RocketMQ: rows/s of the ``rocketmq`` data source, ``count()`` and a Parquet write.
+
+Starts the embedded broker in a *separate process* (unless ``--namesrv`` is given), fills (or
+reuses) a backlog of 100-byte messages on 8 queues, starts a ``local[2]`` SparkSession, warms
+the Python workers up with one untimed count, then times per run:
+  count    ``spark.read.format("rocketmq")...load().count()``
+  parquet  the same read written with ``df.write.parquet(...)``
+Each figure covers planning on the driver, the tasks' pulls and decoding, and Spark's own
+work; the JVM start and the first Python worker start are excluded.
+
+    .venv/bin/python bench/spark_read.py                 # 1,000,000 messages by default
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.loop_thread import LoopThread
+from airflow_provider_rocketmq.client.message import Message
+from airflow_provider_rocketmq.client.mqclient import MQClient
+from airflow_provider_rocketmq.client.producer import AsyncProducer
+
+BROKER_SCRIPT = """
+import asyncio, sys
+sys.path.insert(0, %r)
+from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
+from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker, BrokerSettings
+async def main():
+    ns = EmbeddedNameServer(); await ns.start()
+    b = EmbeddedBroker(BrokerSettings(queues=8)); await b.start(); ns.register(b)
+    b.create_topic(%r, 8, 8)
+    print(ns.addr, flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+def start_broker(topic: str) -> tuple[subprocess.Popen[str], str]:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", BROKER_SCRIPT % (root, topic)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def backlog(lt: LoopThread, namesrv: str, topic: str) -> int:
+    async def go() -> int:
+        client = MQClient(ClientConfig(namesrv_addr=namesrv))
+        route = await client.get_route(topic)
+        total = sum([await client.max_offset(mq) for mq in route.subscribe_queues(topic)])
+        await client.close()
+        return total
+    return lt.run(go())
+
+
+def fill(lt: LoopThread, namesrv: str, topic: str, count: int) -> None:
+    async def go() -> None:
+        producer = AsyncProducer(ClientConfig(namesrv_addr=namesrv), group="bench_spark_producer")
+        await producer.start()
+        qs = await producer.publish_queues(topic)
+        body = b"x" * 100
+        sent, q = 0, 0
+        while sent < count:
+            n = min(128, count - sent)
+            await producer.send_batch([Message(topic, body) for _ in range(n)], queue=qs[q % len(qs)])
+            sent += n
+            q += 1
+        await producer.close()
+    lt.run(go(), timeout=3600)
+
+
+def load_avg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--namesrv", help="use this name server instead of starting the embedded broker")
+    ap.add_argument("--topic", default="BenchSpark100B")
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args()
+    proc, namesrv = (None, args.namesrv) if args.namesrv else start_broker(args.topic)
+    lt = LoopThread()
+    out_dir = tempfile.mkdtemp(prefix="bench-spark-read-")
+    try:
+        have = backlog(lt, namesrv, args.topic)
+        if have < args.messages:
+            t = time.perf_counter()
+            fill(lt, namesrv, args.topic, args.messages - have)
+            print(f"filled {args.messages - have} messages in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+        total = backlog(lt, namesrv, args.topic)
+
+        from pyspark.sql import SparkSession
+
+        from airflow_provider_rocketmq.spark.datasource import RocketMQDataSource
+
+        spark = (SparkSession.builder.master(args.master).appName("bench-spark-read")
+                 .config("spark.ui.enabled", "false").config("spark.driver.memory", "1g").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.dataSource.register(RocketMQDataSource)
+
+        def source(**extra: str):  # type: ignore[no-untyped-def]
+            reader = spark.read.format("rocketmq").option("namesrv", namesrv).option("topic", args.topic)
+            for k, v in extra.items():
+                reader = reader.option(k, v)
+            return reader.load()
+
+        # warm-up: one untimed count starts the Python workers and loads the modules once
+        source().count()
+
+        print(f"backlog {total} messages x 100 B on 8 queues, master {args.master}; load average before: "
+              f"{load_avg()}")
+        print(f"{'run':>3} {'mode':<8} {'rows':>9} {'seconds':>8} {'rows/s':>10}  load average (1/5/15 min)")
+        for run in range(1, args.runs + 1):
+            t = time.perf_counter()
+            rows = source().count()
+            dt = time.perf_counter() - t
+            print(f"{run:>3} {'count':<8} {rows:>9} {dt:>8.2f} {rows / dt:>10.0f}  {load_avg()}", flush=True)
+            target = os.path.join(out_dir, f"run{run}")
+            t = time.perf_counter()
+            source().write.parquet(target)
+            dt = time.perf_counter() - t
+            written = spark.read.parquet(target).count()
+            print(f"{run:>3} {'parquet':<8} {written:>9} {dt:>8.2f} {written / dt:>10.0f}  {load_avg()}", flush=True)
+            shutil.rmtree(target, ignore_errors=True)
+        spark.stop()
+    finally:
+        lt.stop()
+        shutil.rmtree(out_dir, ignore_errors=True)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
