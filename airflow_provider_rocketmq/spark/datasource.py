@@ -46,7 +46,7 @@ from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.client.mqclient import MQClient
 from airflow_provider_rocketmq.client.queue import MessageQueue
 
-from .options import EARLIEST, LATEST, SourceOptions, parse_options
+from .options import EARLIEST, LATEST, SourceOptions, parse_options, redacting
 from .range_reader import read_span
 from .ranges import (
     QueueSpan,
@@ -92,7 +92,8 @@ def _run(opts: SourceOptions, work: Any) -> Any:
             return await work(client)
         finally:
             await client.close()
-    return asyncio.run(main())
+    with redacting(opts):
+        return asyncio.run(main())
 
 
 class RocketMQPartition(InputPartition):

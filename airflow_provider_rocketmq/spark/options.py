@@ -14,10 +14,11 @@ built here quotes an option's value unless the option is known not to be secret.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -103,12 +104,40 @@ class SourceOptions:
                             request_timeout=self.request_timeout, use_tls=self.use_tls,
                             instance_name=f"spark-{os.getpid()}")
 
+    def redact(self, text: str) -> str:
+        """``text`` with every credential replaced by ``***`` (brokers quote the access key in ACL
+        refusals, e.g. "Check signature failed for accessKey=...")."""
+        for secret in (self.secret_key, self.security_token, self.access_key):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
     def tag_filter(self) -> frozenset[str] | None:
         """The exact tags to keep, or None for every message."""
         if self.expression is None:
             return None
         sub = build_subscription("topic", self.expression)
         return None if sub.match_all else sub.tags_set
+
+
+@contextlib.contextmanager
+def redacting(opts: SourceOptions) -> Iterator[None]:
+    """Re-raise any exception of the block (and its causes) with the credentials redacted."""
+    try:
+        yield
+    except BaseException as exc:
+        if opts.access_key or opts.secret_key or opts.security_token:
+            seen: set[int] = set()
+            e: BaseException | None = exc
+            while e is not None and id(e) not in seen:
+                seen.add(id(e))
+                e.args = tuple(opts.redact(a) if isinstance(a, str) else a for a in e.args)
+                for attr in ("remark",):  # BrokerError keeps the broker's text apart as well
+                    value = getattr(e, attr, None)
+                    if isinstance(value, str):
+                        setattr(e, attr, opts.redact(value))
+                e = e.__cause__ or e.__context__
+        raise
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:

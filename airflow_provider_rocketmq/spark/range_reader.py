@@ -50,7 +50,7 @@ from airflow_provider_rocketmq.client.remoting.connection import RemotingProtoco
 from airflow_provider_rocketmq.client.consumer.pull_frame import PullFrame
 
 from .decode import decode_bodies
-from .options import SourceOptions
+from .options import SourceOptions, redacting
 from .ranges import DataLossError, QueueSpan, data_loss_message
 
 if TYPE_CHECKING:
@@ -90,7 +90,8 @@ def read_span(opts: SourceOptions, span: QueueSpan) -> Iterator[pa.RecordBatch]:
     try:
         while True:
             try:
-                batch = loop.run_until_complete(agen.__anext__())
+                with redacting(opts):
+                    batch = loop.run_until_complete(agen.__anext__())
             except StopAsyncIteration:
                 return
             yield batch
@@ -225,7 +226,7 @@ class SpanPuller:
                         raise RequestTimeoutError(f"no answer to the pull of {self.span} at offset "
                                                   f"{front.offset} within {self.opts.request_timeout}s") from None
                 except (RequestTimeoutError, ConnectionClosedError) as exc:
-                    log.warning("pull of %s failed (%s); retrying from offset %d", self.span, exc,
+                    log.warning("pull of %s failed (%s); retrying from offset %d", self.span, self.opts.redact(str(exc)),
                                 self._inflight[0].offset if self._inflight else self._next_chunk)
                     self._drop_inflight()
                     if self._conn is not None:

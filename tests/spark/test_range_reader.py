@@ -139,3 +139,31 @@ def test_lost_answers_and_flow_control_are_retried(cluster: EmbeddedCluster) -> 
     cluster.flow_control(11)  # forever: the task fails after its bounded retries, with the broker's code
     with pytest.raises(Exception, match="broker error 215"):
         _rows(opts, span)
+
+
+ACL = {"accounts": [
+    {"accessKey": "rmq_admin", "secretKey": "admin-secret-0001", "admin": True},
+    {"accessKey": "spark_reader", "secretKey": "reader-secret-0002", "admin": False, "defaultTopicPerm": "DENY",
+     "defaultGroupPerm": "DENY", "topicPerms": [f"{TOPIC}=SUB"], "groupPerms": ["rocketmq_spark_reader=SUB"]},
+]}
+
+
+def test_acl_signed_pulls_and_refusals_without_secrets(embedded_cluster_factory: Callable[..., EmbeddedCluster],
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    cluster = embedded_cluster_factory(queues=1, acl=ACL)
+    admin = ClientConfig(namesrv_addr=cluster.namesrv_addr, access_key="rmq_admin", secret_key="admin-secret-0001")
+    with Producer(admin, group="range_p") as producer:
+        producer.send_batch([Message(TOPIC, f"m{i}".encode()) for i in range(40)])
+    span = QueueSpan(TOPIC, "broker-a", 0, 0, 40)
+    opts = parse_options({"namesrv": cluster.namesrv_addr, "topic": TOPIC, "accessKey": "spark_reader",
+                          "secretKey": "reader-secret-0002"})
+    assert [r["queue_offset"] for r in _rows(opts, span)] == list(range(40))
+
+    wrong = parse_options({"namesrv": cluster.namesrv_addr, "topic": TOPIC, "accessKey": "spark_reader",
+                           "secretKey": "not-the-secret-0003"})
+    with caplog.at_level(logging.DEBUG), pytest.raises(Exception) as info:
+        _rows(wrong, span)
+    text = str(info.value) + "".join(r.getMessage() for r in caplog.records)
+    # the broker's refusal names the account; the data source shows "***" instead
+    assert "Check signature failed for accessKey=***" in str(info.value)
+    assert "spark_reader" not in text and "not-the-secret-0003" not in text
