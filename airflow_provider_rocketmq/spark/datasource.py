@@ -27,6 +27,7 @@ builds a ``--py-files`` zip of exactly those), pyarrow and tenacity.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -166,6 +167,13 @@ class RocketMQBatchReader(DataSourceReader):
     """Batch read: offsets resolved once in `partitions()` (driver), one task per queue sub-range."""
 
     def __init__(self, opts: SourceOptions) -> None:
+        if opts.manifest is not None and opts.expression is None:
+            # the window's tag expression is part of the window; the tasks get this reader pickled
+            # before partitions() runs, so it is resolved here
+            from airflow_provider_rocketmq.window.manifest import read_manifest
+
+            with redacting(opts):
+                opts = dataclasses.replace(opts, expression=read_manifest(opts.manifest, verify_files=False).expression)
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
