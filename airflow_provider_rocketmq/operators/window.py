@@ -149,7 +149,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         map_index = getattr(ti, "map_index", -1)
         if map_index is not None and map_index >= 0:
             parts.append(str(map_index))
-        # deterministic per task instance: a re-run overwrites its own Spark partition
+        # deterministic per task instance: a re-run appends to (never duplicates in) its own Spark partition
         return parts, "__".join(safe_name(p) for p in parts)
 
     def execute(self, context: Context) -> dict[str, Any]:

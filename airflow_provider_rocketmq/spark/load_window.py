@@ -1,20 +1,36 @@
-"""PySpark application: load staged RocketMQ windows into a Parquet dataset.
+"""PySpark application: load staged RocketMQ windows into a Parquet dataset, each message once.
 
 Run by ``SparkSubmitOperator`` (or by hand)::
 
     spark-submit load_window.py --manifest W/manifest.json [--manifest ...] --output DIR \
-        [--body-format utf8|json|binary]
+        [--body-format utf8|json|binary] [--staged-read auto|spark|driver]
 
 Steps: validate every manifest and its files' sizes/SHA-256/rows *before* starting
 Spark (a bad hand-off fails in a second with one line on stderr and exit code 2);
-read the staged Parquet files; stamp each row with its manifest's ``window_id``;
-de-duplicate by (topic, broker, queue_id, queue_offset) because upstream delivery
-is at-least-once; convert the body; write ``DIR/window_id=<id>/`` with dynamic
-partition overwrite, so re-running a window replaces it instead of appending.
-Prints one parseable line: ``load_window: windows=W rows_in=N rows_out=M duplicates=D``.
+finish or discard what a crashed earlier load left in ``DIR``; read the output's
+ledger (spark/ledger.py) of the offset ranges it already holds; give each offset of
+the manifests' ranges that the output does not hold to the first manifest covering
+it (manifests in window id order); read only manifests that bring something new and
+keep only their rows at those offsets, de-duplicated by (topic, broker, queue_id,
+queue_offset); convert the body; write the rows under the load's hidden directory,
+commit a ledger entry, then move the files into ``DIR/window_id=<id>/``.
+
+So a window whose offsets were loaded before adds nothing (a re-run, or the same
+offsets restaged under a new window id after the offset commit failed), a window
+that overlaps loaded ones adds only its new offsets, and nothing is ever deleted
+from the output: a re-run of a window id whose staging was lost (consumed again
+from the committed offsets) appends its new offsets to the same partition.
+
+Prints one parseable line:
+``load_window: windows=W rows_in=N rows_out=M duplicates=D already_loaded=K``
+(rows_in = rows_out + duplicates + already_loaded). Exit 2 with one
+``load_window: error: ...`` line on bad input; exit 3 with ``load_window: conflict: ...``
+when a concurrent load into the same output committed some of the same offsets (nothing
+of this load is visible; running it again loads what is still missing).
 
 Imports no Airflow. Manifests must be on a filesystem the driver can read (the
-checksums are verified there).
+checksums are verified there); the output must be a local or mounted POSIX
+directory (see spark/ledger.py).
 """
 
 from __future__ import annotations
@@ -22,88 +38,230 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 try:
+    from airflow_provider_rocketmq.spark import ledger as lg
     from airflow_provider_rocketmq.window.manifest import ManifestError, WindowManifest, read_manifest
 except ModuleNotFoundError:  # run by path from a source tree that is not pip-installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from airflow_provider_rocketmq.spark import ledger as lg
     from airflow_provider_rocketmq.window.manifest import ManifestError, WindowManifest, read_manifest
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 PROG = "load_window"
 BODY_FORMATS = ("utf8", "json", "binary")
+STAGED_READS = ("auto", "spark", "driver")
 # broker is part of the key: queue ids restart at 0 on every broker of a topic
 DEDUP_KEY = ("topic", "broker", "queue_id", "queue_offset")
 EXIT_BAD_INPUT = 2
+EXIT_CONFLICT = 3
+_CLASS = "__rocketmq_class"  # a temporary column: new / loaded / other (another manifest's) / outside
 
 
 class LoadError(Exception):
     """A problem with the job's input that deserves one line, not a stack trace."""
 
 
+@dataclass(frozen=True)
+class Staged:
+    """One verified manifest, the locations of its files and the offsets it claims."""
+
+    location: str
+    manifest: WindowManifest
+    files: tuple[str, ...]
+    claim: lg.OffsetRanges
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="Load staged RocketMQ windows into Parquet.")
     p.add_argument("--manifest", action="append", required=True, metavar="PATH",
                    help="window manifest (file or window directory); repeatable")
-    p.add_argument("--output", required=True, metavar="DIR", help="output dataset, partitioned by window_id")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="output dataset (local or mounted directory), partitioned by window_id")
     p.add_argument("--body-format", choices=BODY_FORMATS, default="utf8",
                    help="utf8: body as string; json: body parsed to VARIANT; binary: body unchanged")
+    p.add_argument("--staged-read", choices=STAGED_READS, default="auto",
+                   help="spark: executors read the staged files; driver: the driver reads them with "
+                        "pyarrow and hands Spark the rows; auto: spark for local files, else driver")
     p.add_argument("--app-name", default="rocketmq-load-window")
     return p.parse_args(argv)
 
 
-def load_manifests(paths: Sequence[str]) -> list[tuple[Path, WindowManifest]]:
-    """Read and fully verify every manifest; raise `ManifestError` on the first problem."""
-    out: list[tuple[Path, WindowManifest]] = []
-    seen: set[Path] = set()
+def _is_url(s: str) -> bool:
+    return "://" in s and not s.startswith("file://")
+
+
+def _local(s: str) -> str:
+    return s.removeprefix("file://")
+
+
+def load_manifests(paths: Sequence[str]) -> list[Staged]:
+    """Read and fully verify every manifest (`ManifestError` on the first problem), in load order:
+    by window id, then location, so the same inputs always load the same way."""
+    out: dict[str, Staged] = {}
     for raw in paths:
-        p = Path(raw)
-        p = (p / "manifest.json") if p.is_dir() else p
-        if p.resolve() in seen:
+        if _is_url(raw):
+            location = raw if raw.endswith(".json") else raw.rstrip("/") + "/manifest.json"
+            base = location.rsplit("/", 1)[0]
+            manifest = read_manifest(location, verify_files=True)
+            files = tuple(f"{base}/{f.path}" for f in manifest.files)
+        else:
+            p = Path(_local(raw))
+            p = (p / "manifest.json") if p.is_dir() else p
+            location = str(p.resolve())
+            manifest = read_manifest(p, verify_files=True)
+            files = tuple(str((p.parent / f.path).resolve()) for f in manifest.files)
+        if location in out:
             continue  # the same manifest twice would only double rows_in
-        seen.add(p.resolve())
-        out.append((p.parent, read_manifest(p, verify_files=True)))
-    return out
+        claim = lg.OffsetRanges.of(((manifest.topic, q.broker, q.queue_id), q.start_offset, q.end_offset)
+                                   for q in manifest.queues)
+        out[location] = Staged(location, manifest, files, claim)
+    return sorted(out.values(), key=lambda s: (s.manifest.window_id, s.location))
 
 
-def run(args: argparse.Namespace) -> dict[str, int]:
-    manifests = load_manifests(args.manifest)
-    windows = sorted({m.window_id for _, m in manifests})
-    files = [(str((base / f.path).resolve()), m.window_id) for base, m in manifests for f in m.files]
-    if not files:
-        # an empty window is a success: nothing staged, nothing to write
-        return {"windows": len(windows), "rows_in": 0, "rows_out": 0, "duplicates": 0}
+def output_dir(arg: str) -> Path:
+    if _is_url(arg):
+        raise LoadError(f"--output: {arg!r}: the output must be a local or mounted directory (the ledger "
+                        "needs atomic no-clobber create and locks, which object stores lack)")
+    return Path(_local(arg))
 
+
+def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str, int]:
+    """Load the manifests into ``args.output``; returns the counts. Uses ``spark`` when given
+    (and leaves it running), else starts a session only if there is something to read."""
+    staged = load_manifests(args.manifest)
+    store = lg.OutputStore(output_dir(args.output))
+    store.check_layout()
+    recovered = store.recover()
+    for load_id in recovered.published:
+        _note(f"finished publishing load {load_id} (its driver stopped after the commit)")
+    for load_id in recovered.discarded:
+        _note(f"removed load {load_id} (its driver stopped before the commit; none of its rows were visible)")
+    ledger = store.read()
+    held = ledger.held()
+    assigned = lg.assign((s.claim for s in staged), held)
+    new = lg.OffsetRanges()
+    for a in assigned:
+        new = new | a
+    rows_in = sum(s.manifest.messages for s in staged)
+    counts = {"windows": len({s.manifest.window_id for s in staged}), "rows_in": rows_in, "rows_out": 0,
+              "duplicates": 0, "already_loaded": 0}
+    # a manifest whose every offset the output holds is not read at all
+    to_read = [(s, a) for s, a in zip(staged, assigned) if s.manifest.messages and s.claim - held]
+    counts["already_loaded"] = rows_in - sum(s.manifest.messages for s, _ in to_read)
+    if not new:
+        return counts  # nothing new: no Spark, no ledger entry
+    windows = [s.manifest.window_id for s, a in zip(staged, assigned) if a]
+    load = store.begin()
+    try:
+        files: list[lg.PublishedFile] = []
+        if to_read:
+            own = spark is None
+            if own:
+                spark = _session(args.app_name)
+            assert spark is not None
+            try:
+                counts["already_loaded"] += _load_rows(spark, args, to_read, held, str(load.data_dir))
+            finally:
+                if own:
+                    spark.stop()
+            files = load.seal()
+        counts["rows_out"] = sum(f.rows for f in files)
+        counts["duplicates"] = counts["rows_in"] - counts["already_loaded"] - counts["rows_out"]
+        lg.crash_hook("before_commit")
+        entry = store.commit(load, ledger, new, windows, files, counts["rows_out"])
+    except BaseException:
+        load.finish()  # nothing committed: the load's own directory goes
+        raise
+    lg.crash_hook("before_publish")
+    try:
+        store.publish(entry)
+    finally:
+        load.close()  # a failed publish stays for `recover` (the entry is committed)
+    load.finish()
+    return counts
+
+
+def _note(text: str) -> None:
+    print(f"{PROG}: note: {text}", file=sys.stderr, flush=True)
+
+
+def _session(app_name: str) -> SparkSession:
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
-    spark = (SparkSession.builder.appName(args.app_name)
-             .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    spark = (SparkSession.builder.appName(app_name)
              .config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _in_ranges(ranges: lg.OffsetRanges, F: Any) -> Column:
+    """A boolean column: the row's (topic, broker, queue_id, queue_offset) lies in ``ranges``."""
+    cond = F.lit(False)
+    for (topic, broker, queue_id), intervals in sorted(ranges.by_queue.items()):
+        hit = F.lit(False)
+        for start, end in intervals:
+            hit = hit | ((F.col("queue_offset") >= start) & (F.col("queue_offset") < end))
+        cond = cond | ((F.col("topic") == topic) & (F.col("broker") == broker)
+                       & (F.col("queue_id") == queue_id) & hit)
+    return cond  # type: ignore[no-any-return]  # F is the untyped pyspark functions module
+
+
+def _read_staged(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
+    local = not any(_is_url(f) for f in staged.files)
+    if mode == "spark" or (mode == "auto" and local):
+        return spark.read.parquet(*staged.files)
+    # the driver reads the files (any fsspec URL, e.g. s3:// when executors lack an S3 connector);
+    # the window's rows then pass through the driver's memory
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    for f in staged.files:
+        if _is_url(f):
+            import fsspec
+
+            with fsspec.open(f, "rb") as fh:
+                tables.append(pq.read_table(fh))
+        else:
+            tables.append(pq.read_table(_local(f)))
+    return spark.createDataFrame(pa.concat_tables(tables))
+
+
+def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[tuple[Staged, lg.OffsetRanges]],
+               held: lg.OffsetRanges, target: str) -> int:
+    """Write the new rows of ``to_read`` under ``target``; return how many rows read were loaded before."""
+    from pyspark.sql import functions as F
+
+    df: DataFrame | None = None
+    for staged, mine in to_read:
+        # the manifest, not the staged column, decides the window a row belongs to
+        part = _read_staged(spark, staged, args.staged_read).withColumn("window_id", F.lit(staged.manifest.window_id))
+        part = part.withColumn(_CLASS, F.when(_in_ranges(mine, F), "new")
+                               .when(_in_ranges(held, F), "loaded")
+                               .when(_in_ranges(staged.claim, F), "other")
+                               .otherwise("outside"))
+        df = part if df is None else df.unionByName(part)
+    assert df is not None
+    df = df.cache()
     try:
-        spark.sparkContext.setLogLevel("WARN")
-        by_window: dict[str, list[str]] = {}
-        for path, window_id in files:
-            by_window.setdefault(window_id, []).append(path)
-        df = None
-        for window_id, paths in sorted(by_window.items()):
-            # the manifest, not the staged column, decides the partition a row lands in
-            part = spark.read.parquet(*paths).withColumn("window_id", F.lit(window_id))
-            df = part if df is None else df.unionByName(part)
-        assert df is not None
-        df = df.cache()
-        rows_in = df.count()
-        deduped = df.dropDuplicates(list(DEDUP_KEY))
-        deduped = _convert_body(deduped, args.body_format, F)
-        (deduped.write.mode("overwrite").partitionBy("window_id").parquet(args.output))
-        # count what landed, from the output itself: the figure the user sees is the stored one
-        rows_out = (spark.read.parquet(args.output).where(F.col("window_id").isin(windows)).count())
-        df.unpersist()
-        return {"windows": len(windows), "rows_in": rows_in, "rows_out": rows_out,
-                "duplicates": rows_in - rows_out}
+        by_class = {r[0]: r[1] for r in df.groupBy(_CLASS).count().collect()}
+        if by_class.get("outside"):
+            bad = df.where(F.col(_CLASS) == "outside").select("window_id", *DEDUP_KEY).limit(1).collect()[0]
+            raise LoadError(f"window {bad.window_id}: staged row {bad.topic} {bad.broker}:{bad.queue_id} offset "
+                            f"{bad.queue_offset} lies outside its manifest's queue ranges")
+        rows = df.where(F.col(_CLASS) == "new").drop(_CLASS).dropDuplicates(list(DEDUP_KEY))
+        rows = _convert_body(rows, args.body_format, F)
+        rows.write.mode("errorifexists").partitionBy("window_id").parquet(target)
     finally:
-        spark.stop()
+        df.unpersist()
+    return int(by_class.get("loaded", 0))
 
 
 def _convert_body(df, body_format: str, F):  # type: ignore[no-untyped-def]  # pyspark types are optional
@@ -120,11 +278,14 @@ def _convert_body(df, body_format: str, F):  # type: ignore[no-untyped-def]  # p
     return df.withColumn("body", F.parse_json(text))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     args = parse_args(argv)
     try:
-        counts = run(args)
-    except (ManifestError, LoadError) as exc:
+        counts = run(args, spark)
+    except lg.LedgerConflict as exc:
+        print(f"{PROG}: conflict: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CONFLICT
+    except (ManifestError, LoadError, lg.LedgerError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
     print(f"{PROG}: " + " ".join(f"{k}={v}" for k, v in counts.items()), flush=True)

@@ -45,24 +45,25 @@ class SparkRun:
         return self.stdout + self.stderr
 
     def counts(self) -> dict[str, int]:
-        """The job's `load_window: k=v ...` line as a dict."""
-        lines = [ln for ln in self.stdout.splitlines() if ln.startswith("load_window: ")]
+        """The job's `load_window: windows=... k=v ...` line as a dict."""
+        lines = [ln for ln in self.stdout.splitlines() if ln.startswith("load_window: windows=")]
         assert len(lines) == 1, self.stdout + self.stderr[-3000:]
         return {k: int(v) for k, v in (kv.split("=") for kv in lines[0].split()[1:])}
 
 
 @pytest.fixture(scope="session")
 def spark_submit(env_sh_env: dict[str, str]) -> Callable[..., SparkRun]:
-    """Run load_window.py through the venv's real `spark-submit` in local mode."""
+    """Run load_window.py (or another application) through the venv's real `spark-submit`, local mode."""
     exe = Path(env_sh_env["VIRTUAL_ENV"]) / "bin" / "spark-submit"
 
-    def run(*args: str, timeout: float = 240) -> SparkRun:
+    def run(*args: str, app: str = LOAD_WINDOW_APP, env: dict[str, str] | None = None,
+            timeout: float = 240) -> SparkRun:
         cmd = [str(exe), "--master", "local[2]", "--driver-memory", "512m",
                "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
                "--conf", "spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-               LOAD_WINDOW_APP, *args]
-        p = subprocess.run(cmd, env=env_sh_env, capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL, check=False)
+               app, *args]
+        p = subprocess.run(cmd, env={**env_sh_env, **(env or {})}, capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL, check=False)
         return SparkRun(p.returncode, p.stdout, p.stderr)
 
     return run

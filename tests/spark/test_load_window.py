@@ -1,104 +1,357 @@
-"""load_window.py run for real through spark-submit (local mode): dedup, idempotent re-runs, bad input."""
+"""load_window.py run for real through spark-submit (local mode): the ledger makes every load add
+only offsets the output does not hold, across windows, re-runs, lost staging and crashed drivers.
+
+Spark is started three times for the whole module: two loads killed at a crash point (the
+off-by-default test hook ends the driver process), then one application (load_steps_app.py)
+that runs every other load on one session. Each test below checks its part of that run."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
-from tests.spark.conftest import build_window
+from airflow_provider_rocketmq.spark.ledger import CRASH_ENV, CRASH_EXIT, LOADS_DIR, OutputStore
+from airflow_provider_rocketmq.window.manifest import (
+    QueueRange,
+    WindowManifest,
+    write_manifest,
+    write_parquet_file,
+)
+from tests.spark.conftest import SparkRun, build_window, make_row
+
+STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
+A, B = "broker-a", "broker-b"
+Key = tuple[str, str, int, int]  # window_id, broker, queue_id, queue_offset
+
+
+def keys(window: str, broker: str, queue_id: int, offsets: Iterable[int]) -> list[Key]:
+    return [(window, broker, queue_id, o) for o in offsets]
+
+
+def visible(out: Path) -> list[Key]:
+    """Every row a plain pyarrow reader of the output sees (duplicates kept), sorted."""
+    if not out.exists():
+        return []
+    dataset = ds.dataset(out, format="parquet", partitioning="hive")
+    if not dataset.files:
+        return []  # only hidden (_rocketmq_*) entries: no schema to project
+    t = dataset.to_table(columns=["window_id", "broker", "queue_id", "queue_offset"])
+    return sorted((str(w), b, q, o) for w, b, q, o in zip(*(t.column(c).to_pylist() for c in t.column_names)))
+
+
+def counts(stdout: str) -> dict[str, int]:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("load_window: windows=")]
+    assert len(lines) == 1, stdout
+    return {k: int(v) for k, v in (kv.split("=") for kv in lines[0].split()[1:])}
+
+
+def outside_window(directory: Path) -> Path:
+    """A manifest claiming offsets [10, 15) whose file holds offsets 0..4: corrupt staging."""
+    directory.mkdir(parents=True)
+    fe = write_parquet_file([make_row("wx", 0, o) for o in range(5)], directory / "q0.parquet", directory)
+    m = WindowManifest(window_id="wx", topic="orders", consumer_group="G", queues=[QueueRange(A, 0, 10, 15, 15, 5)],
+                       files=[fe], messages=5, bytes=0)
+    return write_manifest(m, directory)
+
+
+@dataclass
+class Step:
+    rc: int
+    stdout: str
+    stderr: str
+    keys: list[Key]
+
+    def counts(self) -> dict[str, int]:
+        assert self.rc == 0, self.stdout + self.stderr
+        return counts(self.stdout)
+
+
+@dataclass
+class Crash:
+    run: SparkRun
+    visible: list[Key]
+    entries: int
+    load_dirs: list[Path]
+    data_files: list[Path]
+
+
+@dataclass
+class Runs:
+    root: Path
+    steps: dict[str, Step] = field(default_factory=dict)
+    crashes: dict[str, Crash] = field(default_factory=dict)
+
+    def out(self, name: str) -> Path:
+        return self.root / "out" / name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., SparkRun]) -> Runs:
+    root = tmp_path_factory.mktemp("load")
+    r = Runs(root)
+    w = lambda name, wid, queues: str(build_window(root / "stage" / name, wid, queues))
+    plan: list[dict[str, Any]] = []
+
+    def step(label: str, out: str, *manifests: str, extra: tuple[str, ...] = ()) -> None:
+        argv = [a for m in manifests for a in ("--manifest", m)] + ["--output", str(r.out(out)), *extra]
+        plan.append({"label": label, "argv": argv, "output": str(r.out(out))})
+
+    # two windows in one job, w1 staged twice with overlapping offsets (mapped instances); then a re-run
+    d_a = w("w1-a", "w1", [(A, 0, range(10)), (B, 0, range(4))])
+    d_b = w("w1-b", "w1", [(A, 0, range(5, 15)), (A, 1, range(3, 6))])
+    d_c = w("w2", "w2", [(A, 2, range(100, 107))])
+    step("dedup", "dedup", d_a, d_b, d_c)
+    step("dedup-rerun", "dedup", d_b, d_a)
+    # overlapping partial ranges, a strict sub-range, a gap, then a window spanning loaded and new offsets
+    step("ov-a", "overlap", w("ov-a", "wa", [(A, 0, range(10)), (A, 1, range(5))]))
+    step("ov-b", "overlap", w("ov-b", "wb", [(A, 0, range(5, 15)), (A, 1, range(5, 8)), (A, 2, range(3))]))
+    step("ov-sub", "overlap", w("ov-sub", "wc", [(A, 0, range(2, 8))]))
+    step("ov-gap", "overlap", w("ov-gap", "wd", [(A, 0, range(20, 25))]))
+    step("ov-span", "overlap", w("ov-span", "we", [(A, 0, range(30))]))
+    # the same window id consumed again after its staging was lost
+    lost = "dag__run1__consume_window"
+    step("lost-1", "lost", w("lost-1", lost, [(A, 0, range(10))]))
+    step("lost-2", "lost", w("lost-2", lost, [(A, 0, range(10, 14))]))  # from the committed offsets
+    step("lost-3", "lost", w("lost-3", lost, [(A, 0, range(16))]))  # the commit had failed: from 0
+    step("lost-4", "lost", w("lost-4", lost, [(A, 0, range(16, 16))]))  # nothing new at all
+    # JSON bodies: an invalid one fails the load before anything is committed
+    step("json-bad", "json", str(build_window(root / "stage" / "json-bad", "wbad", [(A, 1, range(3))],
+                                              body=lambda b, q, o: b"{oops" if o == 1 else b"{}")),
+         extra=("--body-format", "json"))
+    step("json-good", "json", str(build_window(root / "stage" / "json-good", "wj", [(A, 0, range(3))],
+                                               body=lambda b, q, o: json.dumps({"n": o, "q": q}).encode())),
+         extra=("--body-format", "json"))
+    # the driver reads the staged files with pyarrow (the path for staging Spark cannot read)
+    step("driver", "driver", w("driver", "wr", [(A, 0, range(6)), (B, 1, range(4))]), extra=("--staged-read", "driver"))
+    step("outside", "outside", str(outside_window(root / "stage" / "outside")))
+
+    # two loads killed at a crash point, each recovered by a load in the application below
+    ca = w("crash-a", "wca", [(A, 0, range(8)), (A, 1, range(4))])
+    cb1, cb2 = w("crash-b1", "wcb1", [(A, 0, range(5))]), w("crash-b2", "wcb2", [(A, 1, range(5))])
+    for name, point, manifests in (("crash-a", "before_commit", [ca]), ("crash-b", "mid_publish", [cb1, cb2])):
+        out = r.out(name)
+        run = spark_submit(*[a for m in manifests for a in ("--manifest", m)], "--output", str(out),
+                           env={CRASH_ENV: point})
+        loads = out / LOADS_DIR
+        r.crashes[name] = Crash(run, visible(out), len(OutputStore(out).read().entries),
+                                sorted(p for p in loads.iterdir() if p.is_dir()),
+                                sorted(p for p in loads.rglob("*.parquet")))
+        step(f"{name}-recover", name, *manifests)
+
+    plan_file, results_file = root / "plan.json", root / "results.json"
+    plan_file.write_text(json.dumps(plan))
+    app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP)
+    assert app.returncode == 0, app.output[-4000:]
+    for res in json.loads(results_file.read_text()):
+        r.steps[res["label"]] = Step(res["rc"], res["stdout"], res["stderr"], [tuple(k) for k in res["keys"]])
+    return r
+
 
 pytestmark = pytest.mark.spark
 
 
-def _output_keys(out: Path) -> dict[str, list[tuple[str, int, int]]]:
-    """window_id -> sorted (broker, queue_id, queue_offset) of every stored row (duplicates kept)."""
-    table = ds.dataset(out, format="parquet", partitioning="hive").to_table(
-        columns=["window_id", "broker", "queue_id", "queue_offset"])
-    result: dict[str, list[tuple[str, int, int]]] = {}
-    for w, b, q, o in zip(*(table.column(c).to_pylist() for c in table.column_names)):
-        result.setdefault(str(w), []).append((b, q, o))
-    return {w: sorted(v) for w, v in result.items()}
-
-
 @pytest.mark.slow
-def test_dedup_partitioning_and_rerun_overwrites(tmp_path: Path, spark_submit) -> None:
-    # two mapped instances of window w1 overlapped on broker-a queue 0 (offsets 5..9 staged twice);
-    # broker-b queue 0 has the same queue id and offsets as broker-a's: distinct messages, not duplicates
-    a = build_window(tmp_path / "w1-a", "w1", [("broker-a", 0, range(10)), ("broker-b", 0, range(4))])
-    b = build_window(tmp_path / "w1-b", "w1", [("broker-a", 0, range(5, 15)), ("broker-a", 1, range(3, 6))])
-    c = build_window(tmp_path / "w2", "w2", [("broker-a", 2, range(100, 107))])
-    out = tmp_path / "out"
-
-    first = spark_submit("--manifest", str(a), "--manifest", str(b), "--manifest", str(c), "--output", str(out))
-    assert first.returncode == 0, first.stderr[-4000:]
-    assert first.counts() == {"windows": 2, "rows_in": 10 + 4 + 10 + 3 + 7, "rows_out": 15 + 4 + 3 + 7,
-                              "duplicates": 5}
-    expected_w1 = sorted([("broker-a", 0, o) for o in range(15)] + [("broker-b", 0, o) for o in range(4)]
-                         + [("broker-a", 1, o) for o in range(3, 6)])
-    expected_w2 = [("broker-a", 2, o) for o in range(100, 107)]
-    assert _output_keys(out) == {"w1": expected_w1, "w2": expected_w2}
+@pytest.mark.timeout(900)
+def test_two_windows_in_one_job_dedup_and_a_rerun_adds_nothing(runs: Runs) -> None:
+    expected = sorted(keys("w1", A, 0, range(15)) + keys("w1", B, 0, range(4)) + keys("w1", A, 1, range(3, 6))
+                      + keys("w2", A, 2, range(100, 107)))
+    first, again = runs.steps["dedup"], runs.steps["dedup-rerun"]
+    # offsets 5..9 of broker-a queue 0 were staged by both instances of w1; broker-b's queue 0 is another queue
+    assert first.counts() == {"windows": 2, "rows_in": 34, "rows_out": 29, "duplicates": 5, "already_loaded": 0}
+    assert first.keys == expected
+    assert again.counts() == {"windows": 1, "rows_in": 27, "rows_out": 0, "duplicates": 0, "already_loaded": 27}
+    assert again.keys == expected
     # utf8 is the default body format: bodies come back as text
-    bodies = ds.dataset(out, format="parquet", partitioning="hive").to_table(columns=["body"])
+    bodies = ds.dataset(runs.out("dedup"), format="parquet", partitioning="hive").to_table(columns=["body"])
     assert "broker-a/2/100" in bodies.column("body").to_pylist()
 
-    # re-running window w1 replaces its partition (no duplicates) and leaves w2 alone
-    again = spark_submit("--manifest", str(b), "--manifest", str(a), "--output", str(out))
-    assert again.returncode == 0, again.stderr[-4000:]
-    assert again.counts() == {"windows": 1, "rows_in": 27, "rows_out": 22, "duplicates": 5}
-    assert _output_keys(out) == {"w1": expected_w1, "w2": expected_w2}
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_overlapping_windows_load_only_offsets_not_loaded_yet(runs: Runs) -> None:
+    s = runs.steps
+    assert s["ov-a"].counts() == {"windows": 1, "rows_in": 15, "rows_out": 15, "duplicates": 0, "already_loaded": 0}
+    # wb overlaps wa on queue 0 (5..9) and queue 1 (none: wa ended at 5), and adds queue 2
+    assert s["ov-b"].counts() == {"windows": 1, "rows_in": 16, "rows_out": 11, "duplicates": 0, "already_loaded": 5}
+    after_b = sorted(keys("wa", A, 0, range(10)) + keys("wa", A, 1, range(5)) + keys("wb", A, 0, range(10, 15))
+                     + keys("wb", A, 1, range(5, 8)) + keys("wb", A, 2, range(3)))
+    assert s["ov-b"].keys == after_b
+    # a strict sub-range of loaded offsets adds nothing
+    assert s["ov-sub"].counts() == {"windows": 1, "rows_in": 6, "rows_out": 0, "duplicates": 0, "already_loaded": 6}
+    assert s["ov-sub"].keys == after_b
+    assert s["ov-gap"].counts()["rows_out"] == 5
+    # 0..29 against held [0, 15) and [20, 25): exactly the two holes are loaded
+    assert s["ov-span"].counts() == {"windows": 1, "rows_in": 30, "rows_out": 10, "duplicates": 0,
+                                     "already_loaded": 20}
+    final = s["ov-span"].keys
+    assert sorted(k[3] for k in final if k[2] == 0) == list(range(30))  # queue 0: every offset once
+    assert [k for k in final if k[0] == "we"] == keys("we", A, 0, [*range(15, 20), *range(25, 30)])
+    ledger = OutputStore(runs.out("overlap")).read()
+    assert [e.windows for e in ledger.entries] == [("wa",), ("wb",), ("wd",), ("we",)]  # wc committed nothing
+    assert [(k[2], s_, e_) for k, s_, e_ in ledger.held().intervals()] == [(0, 0, 30), (1, 0, 8), (2, 0, 3)]
 
 
 @pytest.mark.slow
-def test_json_body_format_and_invalid_json(tmp_path: Path, spark_submit) -> None:
-    good = build_window(tmp_path / "good", "wj", [("broker-a", 0, range(3))],
-                        body=lambda b, q, o: json.dumps({"n": o, "q": q}).encode())
-    bad = build_window(tmp_path / "bad", "wbad", [("broker-a", 1, range(3))],
-                       body=lambda b, q, o: b"{oops" if o == 1 else b"{}")
-    out = tmp_path / "out"
-    run = spark_submit("--manifest", str(bad), "--output", str(out), "--body-format", "json")
-    assert run.returncode == 2
-    assert "load_window: error: --body-format json: body of orders broker-a:1 offset 1 is not valid JSON" \
-        in run.output
-    assert not (out / "window_id=wbad").exists()
+@pytest.mark.timeout(900)
+def test_rerun_of_a_window_id_after_its_staging_was_lost_keeps_the_first_load(runs: Runs) -> None:
+    s, w = runs.steps, "dag__run1__consume_window"
+    assert s["lost-1"].keys == keys(w, A, 0, range(10))
+    # consumed again from the committed offsets under the same id: appended, the first rows stay
+    assert s["lost-2"].counts() == {"windows": 1, "rows_in": 4, "rows_out": 4, "duplicates": 0, "already_loaded": 0}
+    assert s["lost-2"].keys == keys(w, A, 0, range(14))
+    # the offset commit had failed too: consumed again from 0 with two new messages
+    assert s["lost-3"].counts() == {"windows": 1, "rows_in": 16, "rows_out": 2, "duplicates": 0,
+                                    "already_loaded": 14}
+    assert s["lost-4"].counts() == {"windows": 1, "rows_in": 0, "rows_out": 0, "duplicates": 0, "already_loaded": 0}
+    assert s["lost-4"].keys == keys(w, A, 0, range(16))
 
-    run = spark_submit("--manifest", str(good), "--output", str(out), "--body-format", "json")
-    assert run.returncode == 0, run.stderr[-4000:]
-    assert run.counts()["rows_out"] == 3
-    assert _output_keys(out) == {"wj": [("broker-a", 0, o) for o in range(3)]}
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_json_body_format_and_invalid_json_commits_nothing(runs: Runs) -> None:
+    bad, good = runs.steps["json-bad"], runs.steps["json-good"]
+    assert bad.rc == 2
+    assert bad.stderr.strip().splitlines() == [
+        "load_window: error: --body-format json: body of orders broker-a:1 offset 1 is not valid JSON"]
+    assert bad.keys == []
+    assert good.counts()["rows_out"] == 3
+    assert good.keys == keys("wj", A, 0, range(3))
+    out = runs.out("json")
+    assert [e.windows for e in OutputStore(out).read().entries] == [("wj",)]  # wbad never committed
+    assert list((out / LOADS_DIR).iterdir()) == []  # and its load directory was removed
     # a Parquet VARIANT column (metadata + value/shredded value), not the raw bytes
     body_type = ds.dataset(out, format="parquet", partitioning="hive").schema.field("body").type
     assert pa.types.is_struct(body_type) and body_type.get_field_index("metadata") >= 0
 
 
-def test_checksum_mismatch_fails_before_loading(tmp_path: Path, spark_submit) -> None:
-    good = build_window(tmp_path / "w1", "w1", [("broker-a", 0, range(4))])
-    tampered = build_window(tmp_path / "w2", "w2", [("broker-a", 1, range(4))])
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_driver_read_of_staged_files_loads_the_same_rows(runs: Runs) -> None:
+    s = runs.steps["driver"]
+    assert s.counts() == {"windows": 1, "rows_in": 10, "rows_out": 10, "duplicates": 0, "already_loaded": 0}
+    assert s.keys == sorted(keys("wr", A, 0, range(6)) + keys("wr", B, 1, range(4)))
+    t = ds.dataset(runs.out("driver"), format="parquet", partitioning="hive").to_table()
+    rows = {(r["broker"], r["queue_offset"]): r for r in t.to_pylist()}
+    assert rows[(B, 3)]["body"] == "broker-b/1/3" and rows[(B, 3)]["msg_id"] == "broker-b-1-3"
+    assert dict(rows[(A, 0)]["properties"]) == {"TAGS": "t"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_staged_rows_outside_their_manifest_ranges_fail_the_load(runs: Runs) -> None:
+    s = runs.steps["outside"]
+    assert s.rc == 2 and s.keys == []
+    assert s.stderr.strip() == ("load_window: error: window wx: staged row orders broker-a:0 offset 0 lies "
+                                "outside its manifest's queue ranges")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_crash_before_the_ledger_commit_is_invisible_then_discarded(runs: Runs) -> None:
+    crash = runs.crashes["crash-a"]
+    assert crash.run.returncode == CRASH_EXIT, crash.run.output[-3000:]
+    assert "load_window: test crash at before_commit" in crash.run.output
+    # the rows were written and fsynced, but only under the hidden load directory
+    assert crash.visible == [] and crash.entries == 0
+    assert len(crash.load_dirs) == 1 and crash.data_files
+    rec = runs.steps["crash-a-recover"]
+    assert f"load_window: note: removed load {crash.load_dirs[0].name}" in rec.stderr
+    assert rec.counts() == {"windows": 1, "rows_in": 12, "rows_out": 12, "duplicates": 0, "already_loaded": 0}
+    assert rec.keys == sorted(keys("wca", A, 0, range(8)) + keys("wca", A, 1, range(4)))
+    assert not crash.load_dirs[0].exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_crash_while_publishing_shows_no_duplicates_and_the_next_load_finishes_it(runs: Runs) -> None:
+    crash = runs.crashes["crash-b"]
+    assert crash.run.returncode == CRASH_EXIT, crash.run.output[-3000:]
+    full = sorted(keys("wcb1", A, 0, range(5)) + keys("wcb2", A, 1, range(5)))
+    # committed; one of the two files was moved into place before the driver died
+    assert crash.entries == 1
+    assert crash.visible in (full[:5], full[5:])
+    rec = runs.steps["crash-b-recover"]
+    assert f"load_window: note: finished publishing load {crash.load_dirs[0].name}" in rec.stderr
+    assert rec.counts() == {"windows": 2, "rows_in": 10, "rows_out": 0, "duplicates": 0, "already_loaded": 10}
+    assert rec.keys == full
+
+
+# --- without Spark -------------------------------------------------------------------------------
+
+def _run_python(*args: str) -> subprocess.CompletedProcess[str]:
+    # validation and ledger-only outcomes need no Spark, so plain Python shows them quickly
+    return subprocess.run([sys.executable, LOAD_WINDOW_APP, *args], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL, check=False)
+
+
+def test_checksum_mismatch_fails_before_loading(tmp_path: Path) -> None:
+    good = build_window(tmp_path / "w1", "w1", [(A, 0, range(4))])
+    tampered = build_window(tmp_path / "w2", "w2", [(A, 1, range(4))])
     f = tmp_path / "w2" / "broker-a-1.parquet"
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0x01
     f.write_bytes(bytes(data))
     out = tmp_path / "out"
-    run = spark_submit("--manifest", str(good), "--manifest", str(tampered), "--output", str(out))
+    run = _run_python("--manifest", str(good), "--manifest", str(tampered), "--output", str(out))
     assert run.returncode == 2
-    # spark-submit merges the Python driver's stderr into its stdout
-    errors = [ln for ln in run.output.splitlines() if ln.startswith("load_window: error:")]
-    assert len(errors) == 1, run.output[-3000:]
+    errors = run.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith("load_window: error:"), run.stderr
     assert "files[0].sha256" in errors[0] and "broker-a-1.parquet checksum mismatch" in errors[0]
     assert str(tampered) in errors[0]
     assert not out.exists()  # nothing of the good window was written either
 
 
-def _run_python(*args: str) -> subprocess.CompletedProcess[str]:
-    # the job's validation runs before Spark starts, so plain Python shows the same behaviour quickly
-    return subprocess.run([sys.executable, LOAD_WINDOW_APP, *args], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL, check=False)
+def test_fully_loaded_windows_add_nothing_without_starting_spark(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    store = OutputStore(out)
+    load = store.begin()
+    from airflow_provider_rocketmq.spark.ledger import OffsetRanges
+
+    store.commit(load, store.read(), OffsetRanges.of([(("orders", A, 0), 0, 100)]), ["earlier"], [], 0)
+    load.finish()
+    m1 = build_window(tmp_path / "w1", "w1", [(A, 0, range(10, 20))])
+    m2 = build_window(tmp_path / "w2", "w2", [(A, 0, range(15, 30))])
+    run = _run_python("--manifest", str(m1), "--manifest", str(m2), "--output", str(out))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "load_window: windows=2 rows_in=25 rows_out=0 duplicates=0 already_loaded=25"
+    assert len(store.read().entries) == 1
+
+
+def test_empty_window_succeeds_without_spark(tmp_path: Path) -> None:
+    m = build_window(tmp_path / "empty", "we", [])
+    run = _run_python("--manifest", str(m), "--output", str(tmp_path / "out"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "load_window: windows=1 rows_in=0 rows_out=0 duplicates=0 already_loaded=0"
+
+
+def test_bad_outputs_and_ledgers_are_one_line(tmp_path: Path) -> None:
+    m = str(build_window(tmp_path / "w", "w", [(A, 0, range(3))]))
+    run = _run_python("--manifest", m, "--output", "s3://bucket/out")
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        ("load_window: error: --output: 's3://bucket/out': the output must be a local or mounted directory (the "
+         "ledger needs atomic no-clobber create and locks, which object stores lack)")]
+    legacy = tmp_path / "legacy"
+    (legacy / "window_id=w").mkdir(parents=True)
+    run = _run_python("--manifest", m, "--output", str(legacy))
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
+    assert "holds 'window_id=w' but no _rocketmq_ledger/" in run.stderr
+    broken = tmp_path / "broken"
+    (broken / "_rocketmq_ledger").mkdir(parents=True)
+    (broken / "_rocketmq_ledger" / "0000000001.json").write_text("{not json")
+    run = _run_python("--manifest", m, "--output", str(broken))
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
+    assert f"{broken / '_rocketmq_ledger' / '0000000001.json'}: not valid JSON" in run.stderr
 
 
 def test_missing_manifest_is_one_line(tmp_path: Path) -> None:
@@ -106,13 +359,6 @@ def test_missing_manifest_is_one_line(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [(f"load_window: error: {tmp_path / 'nope.json'}: manifest: "
                                                "file not found")]
-
-
-def test_empty_window_succeeds_without_spark(tmp_path: Path) -> None:
-    m = build_window(tmp_path / "empty", "we", [])
-    run = _run_python("--manifest", str(m), "--output", str(tmp_path / "out"))
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "load_window: windows=1 rows_in=0 rows_out=0 duplicates=0"
 
 
 def test_usage_errors(tmp_path: Path) -> None:

@@ -1,0 +1,58 @@
+"""spark-submit application for tests: several `load_window` runs on one Spark session.
+
+Each spark-submit costs 15-25 s of JVM start, so the ledger tests run their loads here in
+one application: ``load_steps_app.py PLAN.json RESULTS.json``. PLAN is a list of
+``{"label", "argv", "output"}``; every step calls ``load_window.main(argv, spark)`` (the
+same code path as the command line, on a shared session) and records its exit code, its
+stdout/stderr and the keys ``[window_id, broker, queue_id, queue_offset]`` then visible in
+``output`` to a plain pyarrow reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from airflow_provider_rocketmq.spark import load_window
+
+
+def visible_keys(output: str) -> list[list[Any]]:
+    import pyarrow.dataset as ds
+
+    if not Path(output).exists():
+        return []
+    dataset = ds.dataset(output, format="parquet", partitioning="hive")
+    if not dataset.files:
+        return []  # only hidden (_rocketmq_*) entries
+    table = dataset.to_table(columns=["window_id", "broker", "queue_id", "queue_offset"])
+    return sorted([str(w), b, q, o] for w, b, q, o in zip(*(table.column(c).to_pylist()
+                                                           for c in table.column_names)))
+
+
+def main() -> None:
+    plan = json.loads(Path(sys.argv[1]).read_text())
+    spark = load_window._session("rocketmq-load-steps")
+    results = []
+    try:
+        for step in plan:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    rc = load_window.main(step["argv"], spark)
+                except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+                    rc, err = -1, io.StringIO(f"{type(exc).__name__}: {exc}")
+            results.append({"label": step["label"], "rc": rc, "stdout": out.getvalue(),
+                            "stderr": err.getvalue(), "keys": visible_keys(step["output"])})
+    finally:
+        Path(sys.argv[2]).write_text(json.dumps(results, indent=1))
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
