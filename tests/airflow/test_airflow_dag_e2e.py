@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer
+from airflow_provider_rocketmq.client.remoting.codes import RequestCode, ResponseCode
 from airflow_provider_rocketmq.window.manifest import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,11 +73,23 @@ class Demo:
             args += ["-c", json.dumps(conf)]
         return self.airflow(*args)
 
-    def loaded_bodies(self) -> list[bytes]:
+    def _rows(self, columns: list[str]) -> Any:
+        """The output as a plain reader sees it (None while it holds no data file)."""
         if not self.output.exists():
+            return None
+        dataset = ds.dataset(str(self.output), format="parquet", partitioning="hive")
+        return dataset.to_table(columns=columns) if dataset.files else None
+
+    def loaded_bodies(self) -> list[bytes]:
+        table = self._rows(["body"])
+        if table is None:
             return []
-        table = ds.dataset(str(self.output), format="parquet", partitioning="hive").to_table(columns=["body"])
         return [b if isinstance(b, bytes) else str(b).encode() for b in table.column("body").to_pylist()]
+
+    def loaded(self) -> dict[str, int]:
+        """Rows per window_id in the output."""
+        table = self._rows(["window_id"])
+        return {} if table is None else dict(Counter(str(w) for w in table.column("window_id").to_pylist()))
 
     def lag(self) -> int:
         with Admin(ClientConfig(namesrv_addr=self.namesrv)) as admin:
@@ -108,34 +123,59 @@ def run_id_of(run: subprocess.CompletedProcess[str]) -> str:
                 if "DagRun Finished" in line and "run_id=" in line)
 
 
-def test_failed_load_commits_nothing_the_next_run_loads_it_all_and_reruns_add_no_duplicates(demo: Demo) -> None:
-    """One scenario, so that `airflow dags test` + `spark-submit` run three times instead of five:
-    a failed load, the run that loads everything, and a re-run of that run's window and Spark tasks."""
+def test_failed_load_then_failed_commit_then_lost_staging_never_duplicate_nor_lose(
+        demo: Demo, embedded_cluster: Any) -> None:
+    """Issue 10's scenarios through `airflow dags test` + `spark-submit`, in one test so that Airflow
+    and Spark start as few times as possible: a failed load commits nothing; a load that succeeds
+    while the offset commit fails, then the next run restaging the same offsets under its own
+    window id (output rows == distinct messages); a task re-run after the staging was lost (new
+    offsets appended to the same window id, the first load's rows kept)."""
     produced = demo.produce(40)
     # bodies are not JSON: load_window.py fails with --body-format json, so the commit task never runs
     failed = demo.dags_test({"body_format": "json"})
     assert failed.returncode != 0, tail(failed)
-    assert demo.loaded_bodies() == []
+    assert demo.loaded() == {}
     assert demo.lag() == 40  # after_downstream: nothing committed
 
+    # the load succeeds, then the broker refuses the offset commit
+    embedded_cluster.brokers[0].faults.respond(RequestCode.UPDATE_CONSUMER_OFFSET, ResponseCode.SYSTEM_ERROR,
+                                               "test: offset commit refused")
+    broken = demo.dags_test()
+    embedded_cluster.clear_faults()
+    assert broken.returncode != 0, tail(broken)
+    assert "test: offset commit refused" in broken.stdout + broken.stderr
+    assert sorted(demo.loaded_bodies()) == sorted(produced)
+    assert demo.lag() == 40
+
+    # the next run stages the same 40 offsets again, plus 20 new ones, under its own window id
+    more = demo.produce(20, start=40)
     ok = demo.dags_test()
     assert ok.returncode == 0, tail(ok)
     # the deferrable sensor ran its trigger inline, then the window, Spark and the commit ran
     assert "running trigger in line" in ok.stdout + ok.stderr
-    assert sorted(demo.loaded_bodies()) == sorted(produced)
+    assert "rows_out=20 duplicates=0 already_loaded=40" in ok.stdout + ok.stderr
+    loaded = demo.loaded_bodies()
+    assert len(loaded) == len(set(loaded)) == 60 and sorted(loaded) == sorted(produced + more)
     assert demo.lag() == 0
-    first, second = (read_manifest(p) for p in demo.manifests())
+    first, second, third = (read_manifest(p) for p in demo.manifests())
     ranges = lambda m: sorted((q.broker, q.queue_id, q.start_offset, q.end_offset) for q in m.queues)
     assert ranges(first) == ranges(second)  # the failed run's window, staged again by the next run
+    assert [r[:3] for r in ranges(third)] == [r[:3] for r in ranges(second)]  # same start offsets
+    assert demo.loaded() == {second.window_id: 40, third.window_id: 20}
 
-    # re-run the window and Spark tasks of the finished run, after more messages arrived:
-    # the window returns its manifest, Spark overwrites its partition, nothing is duplicated
-    demo.produce(30, start=40)
+    # re-run the window and Spark tasks of the finished run after its staging was lost and 30 more
+    # messages arrived: the window is consumed again under the same id, from the committed offsets;
+    # the load appends the 30 new messages to that window's partition and keeps its first 20
+    late = demo.produce(30, start=60)
+    shutil.rmtree(demo.manifests()[-1].parent)
     for task in ("consume_window", "load_window"):
         again = demo.airflow("tasks", "test", DAG_ID, task, run_id_of(ok))
         assert again.returncode == 0, tail(again)
-    assert sorted(demo.loaded_bodies()) == sorted(produced)
-    assert demo.lag() == 30  # the 30 new messages wait for the next run
+    assert read_manifest(demo.manifests()[-1]).window_id == third.window_id
+    assert demo.loaded() == {second.window_id: 40, third.window_id: 50}
+    loaded = demo.loaded_bodies()
+    assert len(loaded) == len(set(loaded)) and sorted(loaded) == sorted(produced + more + late)
+    assert demo.lag() == 30  # commit_window was not re-run
 
 
 def test_poke_and_reschedule_sensors_through_the_task_runner(demo: Demo, tmp_path: Path) -> None:
