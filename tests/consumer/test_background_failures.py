@@ -31,6 +31,7 @@ from airflow_provider_rocketmq.client.consumer.offset_store import (
 )
 from airflow_provider_rocketmq.client.consumer.process_queue import ProcessQueue
 from airflow_provider_rocketmq.client.consumer.push import PushConsumer
+from airflow_provider_rocketmq.client.consumer.stats import ConsumeStatsTable
 from airflow_provider_rocketmq.client.message import MessageExt
 from airflow_provider_rocketmq.client.queue import MessageQueue
 
@@ -136,7 +137,7 @@ async def test_a_send_back_that_raises_is_retried_and_the_offset_moves_on(monkey
     pq = ProcessQueue()
     service = ConcurrentConsumeService(config=ConsumerConfig(consume_thread_min=1, consume_thread_max=1),
                                        group="g", listener=listener, life=Lifecycle(), offsets=Offsets(),
-                                       send_back=send_back, table={mq: pq})
+                                       send_back=send_back, table={mq: pq}, stats=ConsumeStatsTable())
     try:
         pq.put_messages(msgs)
         service.submit(msgs, pq, mq)

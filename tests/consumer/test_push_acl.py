@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_rocketmq.client import AclDeniedError, ClientConfig, ConsumeStatus, Message, PushConsumer
+from airflow_provider_rocketmq.client import (
+    AclDeniedError,
+    ClientConfig,
+    ConsumeStatus,
+    Message,
+    PushConsumer,
+)
 from airflow_provider_rocketmq.client.producer import Producer
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 

@@ -16,6 +16,7 @@ from airflow_provider_rocketmq.client.consumer.offset_store import RemoteBrokerO
 from airflow_provider_rocketmq.client.consumer.ports import FlowLimits, StopOffsets
 from airflow_provider_rocketmq.client.consumer.pull import PullService
 from airflow_provider_rocketmq.client.consumer.pull_frame import PullFrame
+from airflow_provider_rocketmq.client.consumer.stats import ConsumeStatsTable
 from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
 from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
@@ -76,6 +77,7 @@ def pull_service(client: CapturingClient, offsets: RemoteBrokerOffsetStore) -> P
                        group="cap_push_group", subscriptions={}, life=Lifecycle(), offsets=offsets,
                        limits=FlowLimits(1000, 100), stops=StopOffsets(), orderly=False, start_offset=no_offset,
                        forget_queue=lambda mq, pq: None, settle=lambda: None, on_denied=lambda what, err: None,
+                       stats=ConsumeStatsTable(),
                        submit=lambda msgs, pq, mq: None)
 
 

@@ -33,6 +33,7 @@ from .lifecycle import Background, Lifecycle
 from .listener import ConsumeContext, failed_from, is_async_listener
 from .ports import OffsetSink, SendBackFn
 from .process_queue import ProcessQueue
+from .stats import ConsumeStatsTable
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +48,13 @@ class BatchConsumeService:
     """Runs a batch listener over pulled batches and settles offsets per batch."""
 
     def __init__(self, *, config: ConsumerConfig, group: str, listener: BatchListener, life: Lifecycle,
-                 offsets: OffsetSink, send_back: SendBackFn) -> None:
+                 offsets: OffsetSink, send_back: SendBackFn, stats: ConsumeStatsTable) -> None:
         self.config = config
         self.listener = listener
         self.life = life
         self.offsets = offsets
         self.send_back = send_back
+        self.stats = stats
         self.is_async = is_async_listener(listener)
         self.loop = asyncio.get_running_loop()
         self.bg = Background("batch consume")
@@ -134,11 +136,15 @@ class BatchConsumeService:
                 delay_level: int, rt: float) -> None:
         self.consume_rt_total += rt
         n = batch.count
+        st = self.stats.topic(mq.topic)
+        st.consume_rt += rt
+        st.consume_calls += 1
         ctx = ConsumeContext(mq)
         ctx.ack_index = ack_index
         ok_n = failed_from(status, ctx, n)
         if ok_n >= n:  # the common case: the whole batch
             self.consumed_ok += n
+            st.consumed_ok += n
             if not pq.dropped:  # a dropped queue moved to another member: do not touch offsets
                 offset = pq.remove_batch(batch)
                 if offset >= 0:
@@ -147,6 +153,8 @@ class BatchConsumeService:
             return
         self.consumed_ok += ok_n
         self.consumed_failed += n - ok_n
+        st.consumed_ok += ok_n
+        st.consumed_failed += n - ok_n
         if pq.dropped:
             self._done_one()
             return

@@ -25,6 +25,7 @@ from .lifecycle import Background, Lifecycle
 from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
 from .ports import OffsetSink, OwnedQueues, SendBackFn
 from .process_queue import InFlight, ProcessQueue
+from .stats import ConsumeStatsTable
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,15 @@ class ConcurrentConsumeService:
     """Runs a concurrent listener over pulled batches and settles offsets per batch."""
 
     def __init__(self, *, config: ConsumerConfig, group: str, listener: Listener, life: Lifecycle,
-                 offsets: OffsetSink, send_back: SendBackFn, table: OwnedQueues) -> None:
+                 offsets: OffsetSink, send_back: SendBackFn, table: OwnedQueues,
+                 stats: ConsumeStatsTable) -> None:
         self.config = config
         self.listener = listener
         self.life = life
         self.offsets = offsets
         self.send_back = send_back
         self.table = table
+        self.stats = stats
         self.is_async = is_async_listener(listener)
         self.loop = asyncio.get_running_loop()
         self.batch_max = config.consume_message_batch_max_size
@@ -205,8 +208,13 @@ class ConcurrentConsumeService:
                 failures: list[Failure], rt: float) -> None:
         pq.inflight.pop(token, None)  # ProcessQueue.end_batch, inlined: once per batch
         self.consume_rt_total += rt
+        n = len(msgs)
+        st = self.stats.topic(mq.topic)
+        st.consume_rt += rt
+        st.consume_calls += -(-n // self.batch_max)  # the listener calls the batch took
         if not failures:  # the common case
-            self.consumed_ok += len(msgs)
+            self.consumed_ok += n
+            st.consumed_ok += n
             if not pq.dropped:  # a dropped queue moved to another member: do not touch offsets
                 offset = pq.remove_messages(msgs)
                 if offset >= 0:
@@ -214,8 +222,10 @@ class ConcurrentConsumeService:
             self._done_one()
             return
         n_failed = sum(len(f[0]) for f in failures)
-        self.consumed_ok += len(msgs) - n_failed
+        self.consumed_ok += n - n_failed
         self.consumed_failed += n_failed
+        st.consumed_ok += n - n_failed
+        st.consumed_failed += n_failed
         if pq.dropped:
             self._done_one()
             return

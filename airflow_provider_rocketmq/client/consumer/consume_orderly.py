@@ -25,6 +25,7 @@ from .lifecycle import Background, Lifecycle
 from .listener import Listener, OrderlyContext, OrderlyOutcome, is_async_listener, orderly_outcome
 from .ports import LockFn, OffsetSink, SendBackFn
 from .process_queue import ProcessQueue
+from .stats import ConsumeStatsTable
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class OrderlyConsumeService:
 
     def __init__(self, *, config: ConsumerConfig, group: str, listener: Listener, life: Lifecycle,
                  offsets: OffsetSink, send_back: SendBackFn, max_reconsume_times: int,
-                 lock: LockFn | None) -> None:
+                 lock: LockFn | None, stats: ConsumeStatsTable) -> None:
         self.config = config
         self.listener = listener
         self.life = life
@@ -46,6 +47,7 @@ class OrderlyConsumeService:
         self.send_back = send_back
         self.max_reconsume_times = max_reconsume_times
         self.lock = lock  # clustering: LOCK_BATCH_MQ of one queue
+        self.stats = stats
         self.is_async = is_async_listener(listener)
         self.bg = Background("orderly consume")
         self.pool: DaemonExecutor | None = None
@@ -162,6 +164,7 @@ class OrderlyConsumeService:
     async def _consume_queue(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         cfg = self.config
         life = self.life
+        st = self.stats.topic(mq.topic)
         began = time.monotonic()
         pq.orderly_running = True
         try:
@@ -190,18 +193,24 @@ class OrderlyConsumeService:
                 except Exception:
                     log.exception("orderly listener raised on %d message(s) of %s", len(msgs), mq)
                     status = None
-                self.consume_rt_total += time.monotonic() - start
+                rt = time.monotonic() - start
+                self.consume_rt_total += rt
+                st.consume_rt += rt
+                st.consume_calls += 1
                 if pq.dropped:
                     return
                 outcome = orderly_outcome(status, ctx.auto_commit)
                 if outcome is OrderlyOutcome.COMMIT:
                     self.consumed_ok += len(msgs)
+                    st.consumed_ok += len(msgs)
                     self._commit(pq, mq)
                     continue
                 if outcome is OrderlyOutcome.ACK:  # auto_commit off: consumed, offset unchanged
                     self.consumed_ok += len(msgs)
+                    st.consumed_ok += len(msgs)
                     continue
                 self.consumed_failed += len(msgs)
+                st.consumed_failed += len(msgs)
                 if outcome is OrderlyOutcome.ROLLBACK:
                     pq.rollback()
                 elif await self._past_max(msgs):

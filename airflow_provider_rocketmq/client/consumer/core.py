@@ -51,6 +51,7 @@ from .rebalance import AssignmentCallback, Rebalancer
 from .running_info import consumer_running_info
 from .send_back import INNER_PRODUCER_GROUP, SendBack
 from .start_offset import StartOffsets
+from .stats import SAMPLE_INTERVAL, ConsumeStatsTable
 from .subscription import SubscriptionData, build_subscription
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class ConsumerCore:
         self.bg = Background("consumer")
         self.parts: _Parts | None = None
         self.started_at = 0.0
+        self.consume_stats = ConsumeStatsTable()  # restarted by start(): figures count from there
         self.denied: AclDeniedError | None = None  # the last request the broker's ACL refused
         self.final_persist: OffsetPersistReport | None = None  # what shutdown() committed
         self._renewing: set[str] = set()  # brokers a renew task is running for
@@ -217,6 +219,7 @@ class ConsumerCore:
         bg.spawn(parts.rebalancer.run(), "rebalance")
         bg.spawn(self._every(cfg.persist_consumer_offset_interval, self.persist_offsets), "persist")
         bg.spawn(self._every(cfg.heartbeat_broker_interval, self.send_heartbeat), "heartbeat")
+        bg.spawn(self._every(SAMPLE_INTERVAL, self.consume_stats.sample_async), "stats")
         bg.spawn(self._every(cfg.poll_name_server_interval, client.refresh_routes), "routes")
         if parts.locks is not None:
             bg.spawn(self._every(cfg.lock_interval, parts.locks.lock_all), "lock")
@@ -228,6 +231,7 @@ class ConsumerCore:
         """Wire the services; each gets only the views and hooks it uses."""
         cfg = self.config
         life = self.life
+        stats = self.consume_stats = ConsumeStatsTable()
         send_back = SendBack(cfg, client, self.group, self.orderly)
         locks = None
         if self.orderly and cfg.clustering:
@@ -235,17 +239,18 @@ class ConsumerCore:
         consume: ConsumeService
         if self.batch_listener is not None:
             consume = BatchConsumeService(config=cfg, group=self.group, listener=self.batch_listener[0],
-                                          life=life, offsets=offsets, send_back=send_back.send)
+                                          life=life, offsets=offsets, send_back=send_back.send, stats=stats)
         elif self.orderly:
             assert self.listener is not None
             consume = OrderlyConsumeService(config=cfg, group=self.group, listener=self.listener, life=life,
                                             offsets=offsets, send_back=send_back.send,
                                             max_reconsume_times=send_back.max_reconsume_times(),
-                                            lock=locks.lock if locks is not None else None)
+                                            lock=locks.lock if locks is not None else None, stats=stats)
         else:
             assert self.listener is not None
             consume = ConcurrentConsumeService(config=cfg, group=self.group, listener=self.listener, life=life,
-                                               offsets=offsets, send_back=send_back.send, table=self.table)
+                                               offsets=offsets, send_back=send_back.send, table=self.table,
+                                               stats=stats)
         start_offset = StartOffsets(cfg, client, offsets)
 
         def forget(mq: MessageQueue, pq: ProcessQueue) -> None:
@@ -256,13 +261,14 @@ class ConsumerCore:
             pull = PullService(config=cfg, client=client, group=self.ns_group, subscriptions=self.subscriptions,
                                life=life, offsets=offsets, limits=self.limits, stops=self.stops, orderly=False,
                                start_offset=start_offset, forget_queue=forget, settle=consume.settle_ready,
-                               on_denied=self.note_denied, on_trouble=self.renew_on,
+                               on_denied=self.note_denied, on_trouble=self.renew_on, stats=stats,
                                batches=(self.batch_listener[1], consume.submit_batch))
         else:
             pull = PullService(config=cfg, client=client, group=self.ns_group, subscriptions=self.subscriptions,
                                life=life, offsets=offsets, limits=self.limits, stops=self.stops,
                                orderly=self.orderly, start_offset=start_offset, forget_queue=forget,
                                settle=consume.settle_ready, on_denied=self.note_denied, on_trouble=self.renew_on,
+                               stats=stats,
                                submit=consume.submit)
         rebalancer = Rebalancer(config=cfg, client=client, group=self.group, client_id=client.client_id,
                                 strategy=self.strategy, subscriptions=self.subscriptions, life=life,
@@ -470,7 +476,7 @@ class ConsumerCore:
                                      # dropped, with tryUnlockTimes, as Java's table keeps them
                                      table={**parts.rebalancer.releasing, **self.table},
                                      memory_offset=parts.offsets.memory_offset, subscriptions=self.subscriptions,
-                                     consume=parts.consume)
+                                     stats=self.consume_stats)
 
     async def consume_directly(self, body: bytes, broker_name: str) -> dict[str, Any]:
         """Run the listener on the one message of ``body`` (CONSUME_MESSAGE_DIRECTLY)."""

@@ -96,13 +96,6 @@ class QueueRelease(Protocol):
         ...
 
 
-class ConsumeStats(Protocol):
-    """Counters every consume service keeps (stats(), GET_CONSUMER_RUNNING_INFO)."""
-
-    consumed_ok: int
-    consumed_failed: int
-
-
 SendBackFn = Callable[[MessageExt, int, "MessageQueue | None"], Awaitable[bool]]
 LockFn = Callable[[MessageQueue], Awaitable[bool]]
 StartOffset = Callable[[MessageQueue], Awaitable[int]]

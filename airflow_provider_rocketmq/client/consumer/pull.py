@@ -39,6 +39,7 @@ from .lifecycle import Background, Lifecycle
 from .ports import DeniedHook, FlowLimits, ForgetQueue, PullOffsets, StartOffset, StopOffsets
 from .process_queue import ProcessQueue
 from .pull_frame import PullFrame
+from .stats import ConsumeStatsTable
 from .subscription import SubscriptionData
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class PullService:
                  limits: FlowLimits, stops: StopOffsets, orderly: bool, start_offset: StartOffset,
                  forget_queue: ForgetQueue, settle: Callable[[], None], on_denied: DeniedHook,
                  on_trouble: Callable[[str], None] = lambda broker: None,
+                 stats: ConsumeStatsTable,
                  submit: SubmitMessages | None = None,
                  batches: tuple[BatchDecoder, SubmitBatch] | None = None) -> None:
         if (submit is None) == (batches is None):
@@ -95,6 +97,7 @@ class PullService:
         self.settle = settle
         self.on_denied = on_denied
         self.on_trouble = on_trouble  # (broker name): unreachable, or it no longer knows this member
+        self.stats = stats
         self.submit: SubmitMessages = submit if submit is not None else _no_message_listener
         self.batches = batches
         self.bg = Background("pull")
@@ -156,6 +159,8 @@ class PullService:
         submit = self.submit
         batches = self.batches
         sub = self.subscriptions.get(mq.topic)
+        st = self.stats.topic(mq.topic)
+        now = self.now
         previously_locked = False
         troubles = 0  # consecutive pulls lost to a broker restart / dropped connection
         rewrite = mq.topic.startswith(RETRY_PREFIX) or bool(cfg.namespace)  # see _prepare
@@ -199,6 +204,7 @@ class PullService:
             sub = self.subscriptions.get(mq.topic) or sub
             if sub is None:
                 return
+            began = now()
             try:
                 resp = await self._pull(mq, offset, max_nums, sub)
             except asyncio.CancelledError:
@@ -213,7 +219,9 @@ class PullService:
                 continue
             if pq.dropped:
                 return
-            pq.last_pull_time = self.now()
+            pq.last_pull_time = t = now()
+            st.pulls += 1
+            st.pull_rt += t - began
             code = resp.code
             if code in _FORGOTTEN:
                 if not troubles:
@@ -250,6 +258,7 @@ class PullService:
                     if batch is None or not pq.put_batch(batch):
                         continue
                     self.pulled_msgs += batch.count
+                    st.pulled += batch.count
                     submit_batch(batch, pq, mq)
                 else:
                     try:
@@ -267,6 +276,7 @@ class PullService:
                     if not msgs:
                         continue
                     self.pulled_msgs += len(msgs)
+                    st.pulled += len(msgs)
                     pq.put_messages(msgs)
                     submit(msgs, pq, mq)
                 if cfg.pull_interval:

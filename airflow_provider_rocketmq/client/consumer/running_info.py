@@ -8,14 +8,15 @@ from typing import Any
 from ..queue import MessageQueue
 from ..remoting.codes import CLIENT_VERSION
 from .config import ConsumerConfig, enum_value
-from .ports import ConsumeStats, OwnedQueues
+from .ports import OwnedQueues
+from .stats import ConsumeStatsTable
 from .subscription import SubscriptionData
 
 
 def consumer_running_info(*, config: ConsumerConfig, group: str, orderly: bool, started_at: float,
                           table: OwnedQueues, memory_offset: Callable[[MessageQueue], int],
                           subscriptions: Mapping[str, SubscriptionData],
-                          consume: ConsumeStats | None) -> dict[str, Any]:
+                          stats: ConsumeStatsTable) -> dict[str, Any]:
     """ConsumerRunningInfo with Java property names (fastjson object keys for ``mqTable``)."""
     cfg = config
     props = {
@@ -36,11 +37,7 @@ def consumer_running_info(*, config: ConsumerConfig, group: str, orderly: bool, 
     }
     props = {k: str(v) for k, v in props.items()}
     mq_table = {mq: pq.info(memory_offset(mq)) for mq, pq in sorted(table.items())}
-    status_table: dict[str, Any] = {}
-    for topic in subscriptions:
-        status_table[topic] = {"pullRT": 0.0, "pullTPS": 0.0, "consumeRT": 0.0, "consumeOKTPS": 0.0,
-                               "consumeFailedTPS": 0.0,
-                               "consumeFailedMsgs": consume.consumed_failed if consume else 0}
+    status_table = {topic: stats.status(topic) for topic in subscriptions}  # Java: per subscription
     return {"jstack": "", "mqTable": mq_table, "properties": props,
             "statusTable": status_table,
             "subscriptionSet": [s.to_json() for s in subscriptions.values()]}
