@@ -28,6 +28,11 @@ Prints one parseable line:
 when a concurrent load into the same output committed some of the same offsets (nothing
 of this load is visible; running it again loads what is still missing).
 
+An offsets manifest (``handoff: "offsets"``, no staged files) is read from the brokers
+through the ``rocketmq`` data source (spark/handoff.py: ``$NAMESRV_ADDR`` else the
+manifest's name servers, credentials from ``ROCKETMQ_*`` variables) and loaded the same
+way; its rows are only counted once read, so a fully loaded one adds 0 to ``rows_in``.
+
 Imports no Airflow. Manifests must be on a filesystem the driver can read (the
 checksums are verified there); the output must be a local or mounted POSIX
 directory (see spark/ledger.py).
@@ -43,12 +48,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 try:
-    from airflow_provider_rocketmq.spark import ledger as lg
-    from airflow_provider_rocketmq.window.manifest import ManifestError, WindowManifest, read_manifest
+    import airflow_provider_rocketmq  # noqa: F401
 except ModuleNotFoundError:  # run by path from a source tree that is not pip-installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from airflow_provider_rocketmq.spark import ledger as lg
-    from airflow_provider_rocketmq.window.manifest import ManifestError, WindowManifest, read_manifest
+from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.spark import ledger as lg
+from airflow_provider_rocketmq.window.manifest import (
+    HANDOFF_OFFSETS,
+    ManifestError,
+    WindowManifest,
+    read_manifest,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -148,12 +158,13 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
     new = lg.OffsetRanges()
     for a in assigned:
         new = new | a
-    rows_in = sum(s.manifest.messages for s in staged)
-    counts = {"windows": len({s.manifest.window_id for s in staged}), "rows_in": rows_in, "rows_out": 0,
-              "duplicates": 0, "already_loaded": 0}
-    # a manifest whose every offset the output holds is not read at all
-    to_read = [(s, a) for s, a in zip(staged, assigned) if s.manifest.messages and s.claim - held]
-    counts["already_loaded"] = rows_in - sum(s.manifest.messages for s, _ in to_read)
+    # a manifest whose every offset the output holds is not read at all; an offsets manifest's
+    # rows are only known once read from the brokers (its counts are 0)
+    to_read = [(s, a) for s, a in zip(staged, assigned)
+               if (s.manifest.messages or s.manifest.handoff == HANDOFF_OFFSETS) and s.claim - held]
+    unread = sum(s.manifest.messages for s in staged) - sum(s.manifest.messages for s, _ in to_read)
+    counts = {"windows": len({s.manifest.window_id for s in staged}), "rows_in": unread, "rows_out": 0,
+              "duplicates": 0, "already_loaded": unread}
     if not new:
         return counts  # nothing new: no Spark, no ledger entry
     windows = [s.manifest.window_id for s, a in zip(staged, assigned) if a]
@@ -166,7 +177,9 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
                 spark = _session(args.app_name)
             assert spark is not None
             try:
-                counts["already_loaded"] += _load_rows(spark, args, to_read, held, str(load.data_dir))
+                read, loaded = _load_rows(spark, args, to_read, held, str(load.data_dir))
+                counts["rows_in"] += read
+                counts["already_loaded"] += loaded
             finally:
                 if own:
                     spark.stop()
@@ -213,7 +226,12 @@ def _in_ranges(ranges: lg.OffsetRanges, F: Any) -> Column:
     return cond  # type: ignore[no-any-return]  # F is the untyped pyspark functions module
 
 
-def _read_staged(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
+def _read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
+    """The rows of one window: from the brokers for an offsets manifest, else its staged files."""
+    if staged.manifest.handoff == HANDOFF_OFFSETS:
+        from airflow_provider_rocketmq.spark.handoff import read_offsets_window
+
+        return read_offsets_window(spark, staged.location, staged.manifest)
     local = not any(_is_url(f) for f in staged.files)
     if mode == "spark" or (mode == "auto" and local):
         return spark.read.parquet(*staged.files)
@@ -235,14 +253,15 @@ def _read_staged(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
 
 
 def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[tuple[Staged, lg.OffsetRanges]],
-               held: lg.OffsetRanges, target: str) -> int:
-    """Write the new rows of ``to_read`` under ``target``; return how many rows read were loaded before."""
+               held: lg.OffsetRanges, target: str) -> tuple[int, int]:
+    """Write the new rows of ``to_read`` under ``target``; return the rows read and how many of
+    them the output held already."""
     from pyspark.sql import functions as F
 
     df: DataFrame | None = None
     for staged, mine in to_read:
         # the manifest, not the staged column, decides the window a row belongs to
-        part = _read_staged(spark, staged, args.staged_read).withColumn("window_id", F.lit(staged.manifest.window_id))
+        part = _read_window(spark, staged, args.staged_read).withColumn("window_id", F.lit(staged.manifest.window_id))
         part = part.withColumn(_CLASS, F.when(_in_ranges(mine, F), "new")
                                .when(_in_ranges(held, F), "loaded")
                                .when(_in_ranges(staged.claim, F), "other")
@@ -261,7 +280,7 @@ def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[tupl
         rows.write.mode("errorifexists").partitionBy("window_id").parquet(target)
     finally:
         df.unpersist()
-    return int(by_class.get("loaded", 0))
+    return sum(by_class.values()), int(by_class.get("loaded", 0))
 
 
 def _convert_body(df, body_format: str, F):  # type: ignore[no-untyped-def]  # pyspark types are optional
@@ -285,7 +304,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     except lg.LedgerConflict as exc:
         print(f"{PROG}: conflict: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFLICT
-    except (ManifestError, LoadError, lg.LedgerError) as exc:
+    except (ManifestError, ConfigError, LoadError, lg.LedgerError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
     print(f"{PROG}: " + " ".join(f"{k}={v}" for k, v in counts.items()), flush=True)

@@ -19,6 +19,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer
+from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 from airflow_provider_rocketmq.spark.ledger import CRASH_ENV, CRASH_EXIT, LOADS_DIR, OutputStore
 from airflow_provider_rocketmq.window.manifest import (
@@ -27,6 +30,7 @@ from airflow_provider_rocketmq.window.manifest import (
     write_manifest,
     write_parquet_file,
 )
+from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 from tests.spark.conftest import SparkRun, build_window, make_row
 
 STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
@@ -148,9 +152,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
                                 sorted(p for p in loads.rglob("*.parquet")))
         step(f"{name}-recover", name, *manifests)
 
-    plan_file, results_file = root / "plan.json", root / "results.json"
-    plan_file.write_text(json.dumps(plan))
-    app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP)
+    with EmbeddedCluster() as cluster:
+        # an offsets hand-off read from a broker, into an output where a staged window holds 0..5 of queue 0
+        cluster.create_topic("orders", 2)
+        cfg = ClientConfig(namesrv_addr=cluster.namesrv_addr)
+        with Producer(cfg, group="lw_p") as producer:
+            for q in (0, 1):
+                producer.send_batch([Message("orders", f"live/{q}/{i}".encode(), tags="t") for i in range(10)],
+                                    queue=MessageQueue("orders", A, q))
+        with Admin(cfg) as admin:
+            offsets = snapshot_window(OffsetsWindow("orders", "lw_g", str(root / "stage" / "offsets"),
+                                                    window_id="wo"), admin, namesrv=cluster.namesrv_addr)
+        step("off-staged", "offsets", w("off-staged", "ws", [(A, 0, range(6))]))
+        step("off-1", "offsets", offsets.manifest)
+        step("off-2", "offsets", offsets.manifest)
+
+        plan_file, results_file = root / "plan.json", root / "results.json"
+        plan_file.write_text(json.dumps(plan))
+        app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP)
     assert app.returncode == 0, app.output[-4000:]
     for res in json.loads(results_file.read_text()):
         r.steps[res["label"]] = Step(res["rc"], res["stdout"], res["stderr"], [tuple(k) for k in res["keys"]])
@@ -284,6 +303,24 @@ def test_crash_while_publishing_shows_no_duplicates_and_the_next_load_finishes_i
     assert f"load_window: note: finished publishing load {crash.load_dirs[0].name}" in rec.stderr
     assert rec.counts() == {"windows": 2, "rows_in": 10, "rows_out": 0, "duplicates": 0, "already_loaded": 10}
     assert rec.keys == full
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_offsets_handoff_is_read_from_the_brokers_into_the_same_ledger(runs: Runs) -> None:
+    s = runs.steps
+    assert s["off-staged"].counts()["rows_out"] == 6
+    # queue 0's offsets 0..5 were loaded from staging: only 6..9 and queue 1 come from the broker
+    assert s["off-1"].counts() == {"windows": 1, "rows_in": 20, "rows_out": 14, "duplicates": 0,
+                                   "already_loaded": 6}
+    assert s["off-1"].keys == sorted(keys("ws", A, 0, range(6)) + keys("wo", A, 0, range(6, 10))
+                                     + keys("wo", A, 1, range(10)))
+    t = ds.dataset(runs.out("offsets"), format="parquet", partitioning="hive").to_table()
+    bodies = {(r["queue_id"], r["queue_offset"]): r["body"] for r in t.to_pylist() if r["window_id"] == "wo"}
+    assert bodies[(0, 6)] == "live/0/6" and bodies[(1, 9)] == "live/1/9"
+    # loaded again: every offset is held, so the brokers are not even read (rows_in counts rows read)
+    assert s["off-2"].counts() == {"windows": 1, "rows_in": 0, "rows_out": 0, "duplicates": 0, "already_loaded": 0}
+    assert s["off-2"].keys == s["off-1"].keys
 
 
 # --- without Spark -------------------------------------------------------------------------------
