@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (unit/component tests and the integration suite against the
 # embedded broker). Creates/reuses .venv through scripts/_env.sh. Extra arguments go to pytest.
+# Without arguments (what CI runs) it then runs scripts/compat.sh: the Airflow tests on the
+# lowest supported Airflow, in .venv-compat. ROCKETMQ_COMPAT=0 skips that, =1 forces it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/_env.sh
@@ -25,4 +27,14 @@ if [ "$rc" -eq 5 ]; then
     exit 1
 fi
 echo "test.sh: pytest exit code ${rc} after ${elapsed} s"
-exit "$rc"
+
+compat_rc=0
+if [ "${ROCKETMQ_COMPAT:-$([ "$#" -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
+    set +e
+    bash scripts/compat.sh
+    compat_rc=$?
+    set -e
+    echo "test.sh: compatibility run (lowest supported Airflow) exit code ${compat_rc}; total $((SECONDS - start)) s"
+fi
+[ "$rc" -ne 0 ] && exit "$rc"
+exit "$compat_rc"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
-
+from airflow_provider_rocketmq.airflow_compat import BaseHook, default_conn_id
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.hooks.connection_config import (
     client_config_kwargs,
@@ -14,8 +13,6 @@ from airflow_provider_rocketmq.hooks.connection_config import (
 )
 
 if TYPE_CHECKING:
-    from airflow.sdk import Connection
-
     from airflow_provider_rocketmq.client import (
         Admin,
         AsyncAdmin,
@@ -45,7 +42,8 @@ class RocketMQHook(BaseHook):
     ``extra.tls``, ``extra.client_options.<knob>``...). Credentials are never logged
     and never appear in ``repr``.
 
-    :param rocketmq_conn_id: id of a connection of type ``rocketmq``.
+    :param rocketmq_conn_id: id of a connection of type ``rocketmq``; ``None`` (the default)
+        means ``[rocketmq] default_conn_id`` (itself ``rocketmq_default`` unless configured).
     """
 
     conn_name_attr = "rocketmq_conn_id"
@@ -53,9 +51,9 @@ class RocketMQHook(BaseHook):
     conn_type = "rocketmq"
     hook_name = "Apache RocketMQ"
 
-    def __init__(self, rocketmq_conn_id: str = default_conn_name) -> None:
+    def __init__(self, rocketmq_conn_id: str | None = None) -> None:
         super().__init__()
-        self.rocketmq_conn_id = rocketmq_conn_id
+        self.rocketmq_conn_id = rocketmq_conn_id or default_conn_id()
         self._config_kwargs: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
@@ -70,7 +68,7 @@ class RocketMQHook(BaseHook):
 
     # -- configuration ---------------------------------------------------------------------------
     @staticmethod
-    def config_kwargs_from_connection(conn: Connection) -> dict[str, Any]:
+    def config_kwargs_from_connection(conn: Any) -> dict[str, Any]:
         """Validated ClientConfig/ConsumerConfig keyword arguments of a connection object."""
         from airflow_provider_rocketmq.client import ConsumerConfig
 
@@ -93,8 +91,13 @@ class RocketMQHook(BaseHook):
 
     async def _aget_config_kwargs(self) -> dict[str, Any]:
         if self._config_kwargs is None:
-            conn = await self.aget_connection(self.rocketmq_conn_id)
-            self._config_kwargs = self.config_kwargs_from_connection(conn)
+            # The synchronous getters in a worker thread, on every supported Airflow: 3.0 has no
+            # BaseHook.aget_connection, and before 3.3.2 it (and extra_dejson) masks secrets with a
+            # synchronous supervisor call that refuses to run on the triggerer's event loop.
+            from asgiref.sync import sync_to_async
+
+            await sync_to_async(self._get_config_kwargs, thread_sensitive=False)()
+        assert self._config_kwargs is not None
         return self._config_kwargs
 
     def get_client_config(self) -> ClientConfig:
@@ -105,13 +108,11 @@ class RocketMQHook(BaseHook):
 
     def get_consumer_config(self, **overrides: Any) -> ConsumerConfig:
         """The connection as a validated `ConsumerConfig`; ``overrides`` win over connection options."""
-        from airflow_provider_rocketmq.client import ConsumerConfig
+        return _consumer_config(self._get_config_kwargs(), overrides)
 
-        unknown = sorted(set(overrides) - config_field_names(ConsumerConfig))
-        if unknown:  # not a connection problem: name the override itself
-            raise ConfigError(unknown[0], "unknown consumer option")
-        kwargs = {**self._get_config_kwargs(), **overrides}
-        return _build(ConsumerConfig, kwargs, overrides=set(overrides))
+    async def aget_consumer_config(self, **overrides: Any) -> ConsumerConfig:
+        """Like `get_consumer_config`, reading the connection without blocking the event loop."""
+        return _consumer_config(await self._aget_config_kwargs(), overrides)
 
     # -- clients ---------------------------------------------------------------------------------
     def get_conn(self) -> Admin:
@@ -210,6 +211,15 @@ def _build(config_cls: type, kwargs: dict[str, Any], overrides: set[str] | None 
         raise ConfigError(source, str(exc).split(": ", 1)[-1]) from None
     except TypeError as exc:  # an option the config class does not know
         raise ConfigError("extra.client_options", str(exc)) from None
+
+
+def _consumer_config(connection_kwargs: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    from airflow_provider_rocketmq.client import ConsumerConfig
+
+    unknown = sorted(set(overrides) - config_field_names(ConsumerConfig))
+    if unknown:  # not a connection problem: name the override itself
+        raise ConfigError(unknown[0], "unknown consumer option")
+    return _build(ConsumerConfig, {**connection_kwargs, **overrides}, overrides=set(overrides))
 
 
 def _client_config(config_cls: type, kwargs: dict[str, Any]) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
 
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
@@ -39,13 +39,13 @@ class RocketMQCommitWindowOperator(BaseOperator):
 
     :param manifests: manifest path(s) or the window operator's XCom(s) (templated;
         an ``XComArg`` of a mapped window task works as is).
-    :param rocketmq_conn_id: the `rocketmq` connection.
+    :param rocketmq_conn_id: the `rocketmq` connection (templated; default ``[rocketmq] default_conn_id``).
     """
 
-    template_fields: Sequence[str] = ("manifests",)
+    template_fields: Sequence[str] = ("manifests", "rocketmq_conn_id")
     ui_color = "#cfe8cf"
 
-    def __init__(self, *, manifests: Any, rocketmq_conn_id: str = RocketMQHook.default_conn_name,
+    def __init__(self, *, manifests: Any, rocketmq_conn_id: str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if manifests is None or (isinstance(manifests, str) and not manifests):

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
 
 from airflow_provider_rocketmq.client.consumer.config import (
     ConsumeFromWhere,
@@ -71,7 +71,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         ``rocketmq`` data source (``window/snapshot.py``). Offsets need
         ``commit="after_downstream"``, take ``max_messages`` but not ``max_bytes``/``max_duration``,
         and are not mapped (one instance snapshots every queue).
-    :param rocketmq_conn_id: the `rocketmq` connection.
+    :param rocketmq_conn_id: the `rocketmq` connection (default ``[rocketmq] default_conn_id``).
     """
 
     template_fields: Sequence[str] = ("topic", "consumer_group", "expression", "staging_path")
@@ -93,7 +93,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
         idle_timeout: float = 120.0,
         settle_time: float | None = None,
         handoff: str = "staging",
-        rocketmq_conn_id: str = RocketMQHook.default_conn_name,
+        rocketmq_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

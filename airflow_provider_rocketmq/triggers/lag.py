@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
 
 from airflow_provider_rocketmq.client.errors import RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
@@ -27,7 +27,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
     :param max_lag: fire when at most this many messages wait (the group caught up).
     :param per_queue: apply the bound to each queue instead of the total (see `LagCondition`).
     :param poll_interval: seconds between two lag snapshots.
-    :param rocketmq_conn_id: the `rocketmq` connection.
+    :param rocketmq_conn_id: the `rocketmq` connection (default ``[rocketmq] default_conn_id``).
     """
 
     def __init__(
@@ -38,7 +38,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
         max_lag: int | None = None,
         per_queue: bool = False,
         poll_interval: float = 5.0,
-        rocketmq_conn_id: str = RocketMQHook.default_conn_name,
+        rocketmq_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.topic = topic
@@ -47,7 +47,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
         self.max_lag = max_lag
         self.per_queue = per_queue
         self.poll_interval = float(poll_interval)
-        self.rocketmq_conn_id = rocketmq_conn_id
+        self.rocketmq_conn_id = rocketmq_conn_id or default_conn_id()
         self.condition = LagCondition(min_lag=min_lag, max_lag=max_lag, per_queue=per_queue)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:

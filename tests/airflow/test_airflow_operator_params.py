@@ -91,3 +91,41 @@ def test_window_operator_offsets_handoff_parameters(kwargs: dict, field: str, te
     ok = RocketMQConsumeWindowOperator(task_id="w", topic="T", consumer_group="G", handoff="offsets",
                                        commit="after_downstream", max_messages=100)
     assert ok.handoff == "offsets"
+
+
+def test_sensors_follow_operators_default_deferrable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_rocketmq.sensors.await_message import RocketMQAwaitMessageSensor
+
+    def sensors() -> list:
+        return [RocketMQLagSensor(task_id="l", topic="T", consumer_group="G", min_lag=1),
+                RocketMQAwaitMessageSensor(task_id="a", topic="T", consumer_group="G", apply_function="m.f")]
+
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "true")
+    assert [s.deferrable for s in sensors()] == [True, True]
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "false")
+    assert [s.deferrable for s in sensors()] == [False, False]
+    explicit = RocketMQLagSensor(task_id="l", topic="T", consumer_group="G", min_lag=1, deferrable=True)
+    assert explicit.deferrable  # an explicit value wins
+
+
+def test_default_connection_id_comes_from_the_rocketmq_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
+    from airflow_provider_rocketmq.triggers.watch import RocketMQWatchTrigger
+
+    assert RocketMQHook().rocketmq_conn_id == "rocketmq_default"
+    monkeypatch.setenv("AIRFLOW__ROCKETMQ__DEFAULT_CONN_ID", "rmq_configured")
+    assert RocketMQHook().rocketmq_conn_id == "rmq_configured"
+    assert RocketMQHook("explicit").rocketmq_conn_id == "explicit"
+    assert RocketMQWatchTrigger(topic="T", consumer_group="G").serialize()[1]["rocketmq_conn_id"] == "rmq_configured"
+    assert RocketMQLagTrigger(topic="T", consumer_group="G", min_lag=1).rocketmq_conn_id == "rmq_configured"
+
+
+def test_templated_lag_bounds_are_checked_once_rendered() -> None:
+    sensor = RocketMQLagSensor(task_id="s", topic="T", consumer_group="G", min_lag="{{ params.n }}")
+    assert {"topic", "consumer_group", "min_lag", "max_lag", "rocketmq_conn_id"} <= set(sensor.template_fields)
+    sensor.min_lag = "25"  # what Jinja renders
+    assert sensor.condition.min_lag == 25
+    sensor.min_lag = "many"
+    with pytest.raises(ConfigError) as err:
+        sensor.condition
+    assert err.value.field == "min_lag"

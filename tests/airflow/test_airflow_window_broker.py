@@ -216,7 +216,7 @@ def test_window_cli_command(rmq: Any, tmp_path: Path, capsys: pytest.CaptureFixt
     args = parser.parse_args(["window", "--namesrv", rmq.namesrv, "--group", "g_cli", "--topic", "wt_cli",
                               "--staging", str(tmp_path / "w"), "--json", "--assignment-timeout", "20"])
     assert args.func(args) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])  # Airflow 3.0's logging also uses stdout
     assert out["messages"] == 5 and Path(out["manifest"]).is_file()
     bad = parser.parse_args(["window", "--namesrv", rmq.namesrv, "--group", "g_cli", "--topic", "wt_cli",
                              "--staging", str(tmp_path / "w2"), "--max-messages", "0"])
