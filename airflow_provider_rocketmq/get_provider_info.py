@@ -45,6 +45,24 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
+# [rocketmq] in airflow.cfg / AIRFLOW__ROCKETMQ__<KEY>; read through airflow_compat.config_get
+CONFIG: dict[str, Any] = {
+    "rocketmq": {
+        "description": "Defaults of the Apache RocketMQ provider.",
+        "options": {
+            "default_conn_id": {
+                "description": "Connection used by the RocketMQ hook, operators, sensors and triggers "
+                "when they are given no rocketmq_conn_id.\n",
+                "version_added": "0.1.0",
+                "type": "string",
+                "example": "rocketmq_prod",
+                "default": "rocketmq_default",
+            },
+        },
+    }
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-rocketmq",
@@ -71,22 +89,39 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_rocketmq.operators.window",
                     "airflow_provider_rocketmq.operators.commit",
+                    "airflow_provider_rocketmq.operators.produce",
                 ],
             }
         ],
         "sensors": [
             {
                 "integration-name": "Apache RocketMQ",
-                "python-modules": ["airflow_provider_rocketmq.sensors.lag"],
+                "python-modules": [
+                    "airflow_provider_rocketmq.sensors.lag",
+                    "airflow_provider_rocketmq.sensors.await_message",
+                ],
             }
         ],
         "triggers": [
             {
                 "integration-name": "Apache RocketMQ",
-                "python-modules": ["airflow_provider_rocketmq.triggers.lag"],
+                "python-modules": [
+                    "airflow_provider_rocketmq.triggers.lag",
+                    "airflow_provider_rocketmq.triggers.watch",
+                    "airflow_provider_rocketmq.triggers.await_message",
+                ],
             }
         ],
         "queues": ["airflow_provider_rocketmq.queues.rocketmq.RocketMQMessageQueueProvider"],
+        "asset-uris": [
+            {
+                "schemes": ["rocketmq"],
+                "handler": "airflow_provider_rocketmq.assets.rocketmq.sanitize_uri",
+                "factory": "airflow_provider_rocketmq.assets.rocketmq.create_asset",
+                "to_openlineage_converter": "airflow_provider_rocketmq.assets.rocketmq.convert_asset_to_openlineage",
+            }
+        ],
+        "config": CONFIG,
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_rocketmq.hooks.rocketmq.RocketMQHook",

@@ -1,0 +1,1 @@
+"""Asset URIs of the RocketMQ provider (``rocketmq://<namesrv-or-conn>/<topic>``)."""
