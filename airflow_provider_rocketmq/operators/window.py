@@ -18,6 +18,7 @@ from airflow_provider_rocketmq.client.consumer.config import (
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.hooks.connection_config import config_field_names
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
+from airflow_provider_rocketmq.operators.window_lineage import WindowLineageMixin
 from airflow_provider_rocketmq.window.collector import parse_tag_expression
 from airflow_provider_rocketmq.window.manifest import HANDOFF_OFFSETS, HANDOFFS
 from airflow_provider_rocketmq.window.runner import Listener, WindowResult, WindowSpec, run_window, safe_name
@@ -35,7 +36,7 @@ def default_staging_base() -> str:
     return os.environ.get(STAGING_ENV) or os.path.join(tempfile.gettempdir(), "rocketmq-windows")
 
 
-class RocketMQConsumeWindowOperator(BaseOperator):
+class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
     """Consume a bounded window of a topic with a push consumer, stage it as Parquet + manifest.
 
     At start the high-water mark of every queue is snapshotted; the group's push
@@ -159,7 +160,8 @@ class RocketMQConsumeWindowOperator(BaseOperator):
                      **self.consumer_overrides, **_FORCED}
         hook = RocketMQHook(self.rocketmq_conn_id)
         if self.handoff == HANDOFF_OFFSETS:
-            return self._snapshot_offsets(hook, overrides, staging, window_id, mapped=len(parts) == 4).to_xcom()
+            return self.staged(self._snapshot_offsets(hook, overrides, staging, window_id,
+                                                      mapped=len(parts) == 4).to_xcom())
         if "instance_name" not in self.consumer_overrides:
             # a unique client id per task instance: mapped siblings on one host (or a connection's
             # fixed instance_name) would otherwise share one id and each take every queue
@@ -188,7 +190,7 @@ class RocketMQConsumeWindowOperator(BaseOperator):
             result = run_window(spec, admin, make_consumer, namesrv=config.namesrv_addr)
         self.log.info("window %s: %d messages, %d bytes%s; manifest %s", result.window_id, result.messages,
                       result.bytes, " (reused)" if result.reused else "", result.manifest)
-        return result.to_xcom()
+        return self.staged(result.to_xcom())  # recorded for the OpenLineage datasets (window_lineage.py)
 
     def _snapshot_offsets(self, hook: RocketMQHook, overrides: dict[str, Any], staging: str, window_id: str, *,
                           mapped: bool) -> WindowResult:
