@@ -118,7 +118,8 @@ def get_provider_info() -> dict[str, Any]:
                 "schemes": ["rocketmq"],
                 "handler": "airflow_provider_rocketmq.assets.rocketmq.sanitize_uri",
                 "factory": "airflow_provider_rocketmq.assets.rocketmq.create_asset",
-                "to_openlineage_converter": "airflow_provider_rocketmq.assets.rocketmq.convert_asset_to_openlineage",
+                "to_openlineage_converter":
+                    "airflow_provider_rocketmq.assets.rocketmq.convert_asset_to_openlineage",
             }
         ],
         "config": CONFIG,

@@ -42,7 +42,8 @@ def to_message(topic: str, item: Any, index: int) -> Message:
     field = f"producer_function[{index}]"
     if isinstance(item, Message):
         if item.topic != topic:
-            raise ConfigError(f"{field}.topic", f"the operator sends to {topic!r}, the message is for {item.topic!r}")
+            raise ConfigError(f"{field}.topic",
+                              f"the operator sends to {topic!r}, the message is for {item.topic!r}")
         return item
     if isinstance(item, (bytes, bytearray, memoryview, str)):
         item = (item,)
@@ -103,7 +104,8 @@ class RocketMQProduceOperator(BaseOperator):
         if not isinstance(producer_function, str):
             resolve_callable("producer_function", producer_function)  # a dotted path is imported at run time
         elif "." not in producer_function:
-            raise ConfigError("producer_function", f"expected a dotted path 'module.function', got {producer_function!r}")
+            raise ConfigError("producer_function",
+                              f"expected a dotted path 'module.function', got {producer_function!r}")
         self.topic = topic
         self.producer_function = producer_function
         self.producer_function_args = producer_function_args or ()
@@ -115,7 +117,8 @@ class RocketMQProduceOperator(BaseOperator):
         fn = resolve_callable("producer_function", self.producer_function)
         items = fn(*self.producer_function_args, **self.producer_function_kwargs)
         if items is None or isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-            raise ConfigError("producer_function", f"must return an iterable of messages, got {type(items).__name__}")
+            raise ConfigError("producer_function",
+                              f"must return an iterable of messages, got {type(items).__name__}")
         statuses: Counter[str] = Counter()
         queues: Counter[str] = Counter()
         first: dict[str, Any] | None = None
@@ -126,7 +129,8 @@ class RocketMQProduceOperator(BaseOperator):
                 try:
                     msg = to_message(self.topic, item, index)
                 except ConfigError:
-                    self.log.error("%d message(s) were sent to %s before the bad item %d", sent, self.topic, index)
+                    self.log.error("%d message(s) were sent to %s before the bad item %d", sent, self.topic,
+                                   index)
                     raise
                 last = producer.send(msg).to_dict()
                 first = first or last

@@ -7,7 +7,12 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context, default_conn_id, default_deferrable
+from airflow_provider_rocketmq.airflow_compat import (
+    BaseOperator,
+    Context,
+    default_conn_id,
+    default_deferrable,
+)
 from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.triggers.await_message import (
@@ -102,7 +107,8 @@ class RocketMQAwaitMessageSensor(BaseOperator):
                        timeout=timedelta(seconds=self.timeout) if self.timeout else None)
         config = RocketMQHook(trigger.rocketmq_conn_id).get_consumer_config(
             **{**trigger.consumer_overrides, **FORCED_OVERRIDES})
-        wait = wait_for_message(config, trigger.consumer_group, trigger.topic, trigger.expression, trigger.apply())
+        wait = wait_for_message(config, trigger.consumer_group, trigger.topic, trigger.expression,
+                                trigger.apply())
         try:
             value, where = asyncio.run(asyncio.wait_for(wait, self.timeout))
         except asyncio.TimeoutError:

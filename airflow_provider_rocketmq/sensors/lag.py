@@ -70,8 +70,8 @@ class RocketMQLagSensor(BaseSensorOperator):
     @property
     def condition(self) -> LagCondition:
         """The bound, from the (rendered) fields; a rendered bound must be an integer."""
-        return LagCondition(min_lag=_as_int("min_lag", self.min_lag), max_lag=_as_int("max_lag", self.max_lag),
-                            per_queue=self.per_queue)
+        return LagCondition(min_lag=_as_int("min_lag", self.min_lag),
+                            max_lag=_as_int("max_lag", self.max_lag), per_queue=self.per_queue)
 
     def execute(self, context: Context) -> Any:
         condition = self.condition  # a bad rendered bound fails here, before any wait

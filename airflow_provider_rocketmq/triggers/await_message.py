@@ -32,7 +32,8 @@ from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.operators.produce import resolve_callable
 
 # the trigger owns these: one message per call, so "what it read" is exactly what it committed
-FORCED_OVERRIDES = {"consume_message_batch_max_size": 1, "enable_offset_commit": True, "message_model": "CLUSTERING"}
+FORCED_OVERRIDES = {"consume_message_batch_max_size": 1, "enable_offset_commit": True,
+                    "message_model": "CLUSTERING"}
 
 
 def consumer_overrides_checked(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -127,7 +128,8 @@ class RocketMQAwaitMessageTrigger(BaseEventTrigger):
     ) -> None:
         super().__init__()
         if not isinstance(apply_function, str) or "." not in apply_function:
-            raise ConfigError("apply_function", f"expected a dotted path 'module.function', got {apply_function!r}")
+            raise ConfigError("apply_function",
+                              f"expected a dotted path 'module.function', got {apply_function!r}")
         self.topic = topic
         self.consumer_group = consumer_group
         self.apply_function = apply_function
@@ -161,7 +163,8 @@ class RocketMQAwaitMessageTrigger(BaseEventTrigger):
             apply = self.apply()
             config = await RocketMQHook(self.rocketmq_conn_id).aget_consumer_config(
                 **{**self.consumer_overrides, **FORCED_OVERRIDES})
-            value, where = await wait_for_message(config, self.consumer_group, self.topic, self.expression, apply)
+            value, where = await wait_for_message(config, self.consumer_group, self.topic, self.expression,
+                                                  apply)
         except Exception as exc:  # noqa: BLE001 - the task fails with the reason through the event
             yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
             return

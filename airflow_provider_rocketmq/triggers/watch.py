@@ -1,8 +1,10 @@
 """RocketMQWatchTrigger: one event per arrival of messages, for event-driven scheduling.
 
 ``MessageQueueTrigger(scheme="rocketmq", ...)`` (common-messaging) builds this trigger; an
-``AssetWatcher`` runs it in the triggerer. The triggerer re-creates a watcher's trigger after
-it fired, so "what was signalled" cannot live in the trigger object: it lives on the broker,
+``AssetWatcher`` runs it in the triggerer. Its ``run()`` keeps polling after an event, but the
+triggerer builds a new instance from the serialized form whenever the run ends or is cancelled
+(a triggerer restart, the trigger moving to another triggerer, an error), so "what was
+signalled" cannot live in the trigger object: it lives on the broker,
 as the committed offsets of a *watcher group* that no consumer ever joins.
 
 Each poll compares the topic's high-water marks with the watcher group's offsets. When at
@@ -86,14 +88,16 @@ class RocketMQWatchTrigger(BaseEventTrigger):
         super().__init__()
         if isinstance(min_messages, bool) or not isinstance(min_messages, int) or min_messages < 1:
             raise ConfigError("min_messages", f"must be an integer >= 1, got {min_messages!r}")
-        if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or not poll_interval > 0:
+        if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) \
+                or not poll_interval > 0:
             raise ConfigError("poll_interval", f"must be > 0 seconds, got {poll_interval!r}")
         for name, value in (("topic", topic), ("consumer_group", consumer_group)):
             if not isinstance(value, str) or not value:
                 raise ConfigError(name, f"must be a non-empty name, got {value!r}")
         watcher_group = watcher_group or default_watcher_group(consumer_group)
         if watcher_group == consumer_group:
-            raise ConfigError("watcher_group", "must differ from consumer_group: the watcher moves its offsets")
+            raise ConfigError("watcher_group",
+                              "must differ from consumer_group: the watcher moves its offsets")
         self.topic = topic
         self.consumer_group = consumer_group
         self.min_messages = min_messages
@@ -123,7 +127,8 @@ class RocketMQWatchTrigger(BaseEventTrigger):
                 except ConfigError:
                     raise
                 except RocketMQError as exc:
-                    self.log.warning("watching %s: %s; retrying in %.1f s", self.topic, exc, self.poll_interval)
+                    self.log.warning("watching %s: %s; retrying in %.1f s", self.topic, exc,
+                                     self.poll_interval)
                     event = None
                 if event is not None:
                     yield TriggerEvent(event)
@@ -158,8 +163,8 @@ class RocketMQWatchTrigger(BaseEventTrigger):
             try:
                 await admin.update_consumer_offset(self.watcher_group, mq, end)
             except RocketMQError as exc:
-                self.log.warning("could not move %s on %s to %d (signalled later): %s", self.watcher_group, mq,
-                                 end, exc)
+                self.log.warning("could not move %s on %s to %d (signalled later): %s",
+                                 self.watcher_group, mq, end, exc)
                 continue
             signalled.append({"broker": mq.broker_name, "queue_id": mq.queue_id, "start_offset": start,
                               "end_offset": end})
