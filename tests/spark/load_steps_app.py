@@ -5,7 +5,8 @@ one application: ``load_steps_app.py PLAN.json RESULTS.json``. PLAN is a list of
 ``{"label", "argv", "output"}``; every step calls ``load_window.main(argv, spark)`` (the
 same code path as the command line, on a shared session) and records its exit code, its
 stdout/stderr and the keys ``[window_id, broker, queue_id, queue_offset]`` then visible in
-``output`` to a plain pyarrow reader.
+``output`` to a plain pyarrow reader. A step ``{"label", "read": output}`` records what
+``spark.read.parquet(output)`` sees (rows, distinct keys, window ids).
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def main() -> None:
     results = []
     try:
         for step in plan:
+            if "read" in step:  # what a plain Spark reader of the output sees
+                df = spark.read.parquet(step["read"])
+                results.append({"label": step["label"], "rows": df.count(),
+                                "distinct": df.select("broker", "queue_id", "queue_offset").distinct().count(),
+                                "windows": sorted(r[0] for r in df.select("window_id").distinct().collect())})
+                continue
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:

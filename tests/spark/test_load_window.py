@@ -94,6 +94,7 @@ class Runs:
     root: Path
     steps: dict[str, Step] = field(default_factory=dict)
     crashes: dict[str, Crash] = field(default_factory=dict)
+    reads: dict[str, dict[str, Any]] = field(default_factory=dict)  # spark.read.parquet(output) figures
 
     def out(self, name: str) -> Path:
         return self.root / "out" / name
@@ -150,6 +151,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
         r.crashes[name] = Crash(run, visible(out), len(OutputStore(out).read().entries),
                                 sorted(p for p in loads.iterdir() if p.is_dir()),
                                 sorted(p for p in loads.rglob("*.parquet")))
+        if name == "crash-b":  # committed, one file published: what Spark reads before the recovery
+            plan.append({"label": "read-crash-b", "read": str(out)})
         step(f"{name}-recover", name, *manifests)
 
     with EmbeddedCluster() as cluster:
@@ -167,12 +170,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
         step("off-1", "offsets", offsets.manifest)
         step("off-2", "offsets", offsets.manifest)
 
+        plan.append({"label": "read-overlap", "read": str(r.out("overlap"))})
         plan_file, results_file = root / "plan.json", root / "results.json"
         plan_file.write_text(json.dumps(plan))
         app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP)
     assert app.returncode == 0, app.output[-4000:]
     for res in json.loads(results_file.read_text()):
-        r.steps[res["label"]] = Step(res["rc"], res["stdout"], res["stderr"], [tuple(k) for k in res["keys"]])
+        if "read" in res["label"]:
+            r.reads[res["label"]] = res
+        else:
+            r.steps[res["label"]] = Step(res["rc"], res["stdout"], res["stderr"], [tuple(k) for k in res["keys"]])
     return r
 
 
@@ -215,6 +222,9 @@ def test_overlapping_windows_load_only_offsets_not_loaded_yet(runs: Runs) -> Non
     final = s["ov-span"].keys
     assert sorted(k[3] for k in final if k[2] == 0) == list(range(30))  # queue 0: every offset once
     assert [k for k in final if k[0] == "we"] == keys("we", A, 0, [*range(15, 20), *range(25, 30)])
+    # Spark reads the output as plain Parquet: the ledger and load directories are invisible to it
+    assert runs.reads["read-overlap"] == {"label": "read-overlap", "rows": len(final), "distinct": len(final),
+                                          "windows": ["wa", "wb", "wd", "we"]}
     ledger = OutputStore(runs.out("overlap")).read()
     assert [e.windows for e in ledger.entries] == [("wa",), ("wb",), ("wd",), ("we",)]  # wc committed nothing
     assert [(k[2], s_, e_) for k, s_, e_ in ledger.held().intervals()] == [(0, 0, 30), (1, 0, 8), (2, 0, 3)]
@@ -299,6 +309,7 @@ def test_crash_while_publishing_shows_no_duplicates_and_the_next_load_finishes_i
     # committed; one of the two files was moved into place before the driver died
     assert crash.entries == 1
     assert crash.visible in (full[:5], full[5:])
+    assert runs.reads["read-crash-b"]["rows"] == runs.reads["read-crash-b"]["distinct"] == 5
     rec = runs.steps["crash-b-recover"]
     assert f"load_window: note: finished publishing load {crash.load_dirs[0].name}" in rec.stderr
     assert rec.counts() == {"windows": 2, "rows_in": 10, "rows_out": 0, "duplicates": 0, "already_loaded": 10}
