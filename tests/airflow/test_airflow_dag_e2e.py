@@ -205,3 +205,30 @@ with DAG("rocketmq_modes", schedule=None, start_date=datetime(2024, 1, 1)):
     assert "sensor has timed out" in out, tail(run)  # ... until the timeout skipped it (soft_fail)
     assert "lag 5 of" in out and "met" in out
     assert demo.lag() == 5  # sensors never consume
+
+
+OFFSETS_DAG_ID = "rocketmq_offsets_to_spark"
+
+
+def test_offsets_handoff_dag_loads_every_message_once(demo: Demo) -> None:
+    """The offsets hand-off (issue 11) under `airflow dags test`: the window task consumes nothing,
+    Spark's tasks read the manifest's ranges from the broker through the rocketmq data source, the
+    ledger keeps the output exact, the commit task commits the ends. A re-run of the Spark task after
+    more messages arrived adds nothing (those belong to the next window)."""
+    produced = demo.produce(40)
+    run = demo.airflow("dags", "test", OFFSETS_DAG_ID)
+    assert run.returncode == 0, tail(run)
+    assert "rows_in=40 rows_out=40 duplicates=0 already_loaded=0" in run.stdout + run.stderr
+    loaded = demo.loaded_bodies()
+    assert len(loaded) == len(set(loaded)) == 40 and sorted(loaded) == sorted(produced)
+    assert demo.lag() == 0
+    manifest = read_manifest(demo.manifests()[-1])
+    assert manifest.handoff == "offsets" and manifest.files == [] and manifest.messages == 0
+    assert sum(q.end_offset - q.start_offset for q in manifest.queues) == 40
+
+    demo.produce(30, start=40)
+    again = demo.airflow("tasks", "test", OFFSETS_DAG_ID, "load_window", run_id_of(run))
+    assert again.returncode == 0, tail(again)
+    assert "rows_out=0" in again.stdout + again.stderr
+    assert sorted(demo.loaded_bodies()) == sorted(produced)
+    assert demo.lag() == 30  # the next window's
