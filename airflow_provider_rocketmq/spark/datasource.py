@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -85,9 +85,10 @@ SCHEMA_DDL = ("topic STRING NOT NULL, broker STRING NOT NULL, queue_id INT NOT N
               "store_timestamp BIGINT, reconsume_times INT, body BINARY")
 
 
-def _run(opts: SourceOptions, work: Any) -> Any:
-    """Run ``work(client)`` (a coroutine function) on a fresh loop with a fresh client (driver side)."""
-    async def main() -> Any:
+def _run(opts: SourceOptions, work: Callable[[MQClient], Awaitable[T]]) -> T:
+    """Run ``work(client)`` on a fresh loop with a fresh client (driver side), credentials redacted
+    from any error."""
+    async def main() -> T:
         client = MQClient(opts.client_config())
         try:
             return await work(client)

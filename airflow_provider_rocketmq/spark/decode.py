@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_provider_rocketmq.client.batch import PullFilter
-from airflow_provider_rocketmq.client.columnar import ColumnBatch, decode_columns, message_schema, to_record_batch
+from airflow_provider_rocketmq.client.columnar import (
+    ColumnBatch,
+    decode_columns,
+    message_schema,
+    to_record_batch,
+)
 from airflow_provider_rocketmq.client.queue import MessageQueue
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from airflow_provider_rocketmq.client.config import ClientConfig, check_topic, parse_namesrv
 from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
@@ -41,7 +41,7 @@ SECRET_OPTIONS = ("accessKey", "secretKey", "securityToken")
 
 QueueKey = tuple[str, int]  # (broker name, queue id)
 # "earliest" | "latest" | {topic: {(broker, queue id): offset or JSON_EARLIEST/JSON_LATEST}}
-OffsetSpec = Union[str, dict[str, dict[QueueKey, int]]]
+OffsetSpec = str | dict[str, dict[QueueKey, int]]
 
 # canonical spelling of every option; Spark lower-cases the keys it passes
 KNOWN_OPTIONS = (
@@ -238,7 +238,7 @@ _CLIENT_FIELD_TO_OPTION = {"namesrv_addr": "namesrv", "access_key": "accessKey",
 def _message(exc: ConfigError) -> str:
     text = str(exc)
     prefix = f"{exc.field}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
+    return text.removeprefix(prefix)
 
 
 def _topics(value: str) -> tuple[str, ...]:

@@ -4,8 +4,8 @@ read RocketMQ without installing this package.
 The zip holds what the ``rocketmq`` data source and the Spark apps import on the
 driver and the executors, and nothing of the Airflow layer: ``client/`` (the
 RocketMQ client), ``spark/`` (data source, loaders), ``window/__init__.py`` and
-``window/manifest.py`` (the manifest format), plus the pure-Python dependency
-``tenacity``. Executors still need ``pyarrow`` (Spark's Arrow path needs it anyway)
+``window/manifest.py`` (the manifest format) with the modules of this package they
+import, plus the pure-Python dependency ``tenacity``. Executors still need ``pyarrow`` (Spark's Arrow path needs it anyway)
 and, for LZ4/ZSTD bodies, ``lz4``/``zstandard``.
 
     rocketmq-airflow spark-package --output /tmp/rocketmq-spark.zip
@@ -18,6 +18,7 @@ give the same zip (byte for byte).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import zipfile
@@ -35,13 +36,36 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest timestamp: reproducible archive
 _NAMESPACE_INIT = b'"""Package marker added by spark-package (zipimport needs one)."""\n'
 
 
+def _imported_package_modules(path: Path, root: Path) -> set[Path]:
+    """Files of this package that ``path`` imports (absolute imports only, as the package's own style)."""
+    out: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        for name in names:
+            if name.startswith(PACKAGE + "."):
+                rel = Path(*name.split(".")[1:])
+                for candidate in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
+                    if candidate.is_file():
+                        out.add(candidate)
+    return out
+
+
 def _package_files() -> Iterator[tuple[Path, str]]:
     root = Path(__file__).resolve().parents[1]
+    wanted: set[Path] = set()
     for rel in INCLUDED:
         path = root / rel
-        files = [path] if path.is_file() else sorted(path.rglob("*.py"))
-        for f in files:
-            yield f, f"{PACKAGE}/{f.relative_to(root).as_posix()}"
+        wanted.update([path] if path.is_file() else path.rglob("*.py"))
+    # and whatever of window/ (or elsewhere) those modules import, transitively (e.g. window/staging.py)
+    todo = list(wanted)
+    while todo:
+        for dep in _imported_package_modules(todo.pop(), root):
+            if dep not in wanted:
+                wanted.add(dep)
+                todo.append(dep)
+    for f in sorted(wanted):
+        yield f, f"{PACKAGE}/{f.relative_to(root).as_posix()}"
     for name in THIRD_PARTY:
         module = __import__(name)
         base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]

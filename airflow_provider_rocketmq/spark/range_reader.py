@@ -29,12 +29,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from airflow_provider_rocketmq.client.consumer.pull_frame import PullFrame
 from airflow_provider_rocketmq.client.errors import (
     ConnectionClosedError,
     ProtocolError,
@@ -47,7 +48,6 @@ from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.client.remoting.codes import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, next_opaque
-from airflow_provider_rocketmq.client.consumer.pull_frame import PullFrame
 
 from .decode import decode_bodies
 from .options import SourceOptions, redacting
@@ -103,7 +103,7 @@ def read_span(opts: SourceOptions, span: QueueSpan) -> Iterator[pa.RecordBatch]:
             loop.close()
 
 
-async def _read_span(opts: SourceOptions, span: QueueSpan) -> AsyncIterator[pa.RecordBatch]:
+async def _read_span(opts: SourceOptions, span: QueueSpan) -> AsyncGenerator[pa.RecordBatch, None]:
     client = MQClient(opts.client_config())
     try:
         reader = SpanPuller(client, opts, span)

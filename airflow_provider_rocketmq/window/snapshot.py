@@ -26,6 +26,7 @@ from typing import Protocol
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.window.collector import parse_tag_expression
 from airflow_provider_rocketmq.window.manifest import (
     HANDOFF_OFFSETS,
     MANIFEST_NAME,
@@ -36,7 +37,6 @@ from airflow_provider_rocketmq.window.manifest import (
     read_manifest,
     write_manifest,
 )
-from airflow_provider_rocketmq.window.collector import parse_tag_expression
 from airflow_provider_rocketmq.window.runner import WindowResult
 
 log = logging.getLogger(__name__)

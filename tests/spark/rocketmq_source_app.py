@@ -36,7 +36,8 @@ def error_text(fn: Any) -> str | None:
 
 
 def main(spec_path: str, result_path: str) -> None:
-    spec = json.loads(open(spec_path, encoding="utf-8").read())
+    with open(spec_path, encoding="utf-8") as fh:
+        spec = json.load(fh)
     ns, secrets = spec["namesrv"], spec["secrets"]
     spark = (SparkSession.builder.appName("rocketmq-source-test")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -109,6 +110,6 @@ def main(spec_path: str, result_path: str) -> None:
 if __name__ == "__main__":
     try:
         main(sys.argv[1], sys.argv[2])
-    except Exception:
+    except Exception:  # noqa: BLE001 - the test reads the traceback from the output
         traceback.print_exc()
         sys.exit(1)

@@ -49,7 +49,7 @@ def _produce(cluster: EmbeddedCluster) -> None:
                     for i in range(40 + 7 * q)]
             for lo in range(0, len(msgs), 16):
                 producer.send_batch(msgs[lo:lo + 16], queue=mq)
-        lost = [mq for mq in producer.publish_queues(LOST) if (mq.broker_name, mq.queue_id) == LOST_QUEUE][0]
+        lost = next(mq for mq in producer.publish_queues(LOST) if (mq.broker_name, mq.queue_id) == LOST_QUEUE)
         producer.send_batch([Message(LOST, f"lost-{i}".encode()) for i in range(100)], queue=lost)
         stream_queues = producer.publish_queues(STREAM)
         for i in range(FIRST_WAVE):

@@ -26,7 +26,7 @@ def _fill(cluster: EmbeddedCluster, count: int, body: Callable[[int], bytes], *,
     """``count`` messages into queue 0 of broker-a, tags A/B alternating, keys k<i>."""
     cfg = ClientConfig(namesrv_addr=cluster.namesrv_addr, namespace=namespace)
     with Producer(cfg, group="range_p") as producer:
-        q0 = [q for q in producer.publish_queues(topic) if q.queue_id == 0][0]
+        q0 = next(q for q in producer.publish_queues(topic) if q.queue_id == 0)
         for lo in range(0, count, 50):
             producer.send_batch([Message(topic, body(i), tags="A" if i % 2 == 0 else "B", keys=[f"k{i}"],
                                          properties={"n": str(i)}) for i in range(lo, min(count, lo + 50))],
@@ -116,8 +116,8 @@ def test_plan_then_retention_then_read(cluster: EmbeddedCluster, caplog: pytest.
         rows = _rows(lenient, spans[0])
     assert [r["queue_offset"] for r in rows] == list(range(120, 200))
     assert [rec.getMessage() for rec in caplog.records] == [
-        f"{TOPIC} broker-a:0: offsets [0, 120) of the range [0, 200) are no longer on the broker (its min offset "
-        "is 120; retention deleted them); skipping them (failOnDataLoss=false)"]
+        (f"{TOPIC} broker-a:0: offsets [0, 120) of the range [0, 200) are no longer on the broker (its min "
+         "offset is 120; retention deleted them); skipping them (failOnDataLoss=false)")]
     # planned after retention: the driver applies the same policy before any task runs ("earliest" is
     # whatever the broker still holds, so name the lost offset explicitly)
     opts = parse_options({"namesrv": cluster.namesrv_addr, "topic": TOPIC,
