@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acl-file", default=None, metavar="FILE",
                         help="check signatures and permissions with these plain_acl.yml accounts "
                              "(YAML, or JSON with a .json suffix); default: no ACL")
+    parser.add_argument("--lock-expiry", type=float, default=60.0,
+                        help="seconds an orderly queue lock lives without renewal (default 60, as a real broker)")
     parser.add_argument("--faults", default="",
                         help="a real broker's offset behaviour, e.g. offset-race=0.05,pull-commit-delay=0.2 "
                              "(see docs/embedded.md; default: none)")
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         cluster = EmbeddedCluster(
             acl=acl, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir,
             time_scale=args.time_scale, host=args.host, namesrv_port=args.port, fsync=args.fsync,
+            lock_expiry=args.lock_expiry,
             broker_ports=[args.broker_port + i for i in range(args.brokers)] if args.broker_port else None)
     except ConfigError as exc:
         raise _as_option(exc) from None

@@ -28,7 +28,7 @@ from ..batch import PulledBatch
 from ..message import MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig
-from .consume_pool import ConsumePool
+from .consume_pool import ConsumePool, wait_exited
 from .lifecycle import Background, Lifecycle
 from .listener import ConsumeContext, failed_from, is_async_listener
 from .ports import OffsetSink, SendBackFn
@@ -218,3 +218,4 @@ class BatchConsumeService:
         await self.bg.cancel_all()
         if self.pool is not None:
             self.pool.shutdown()
+            await wait_exited(self.pool.threads)

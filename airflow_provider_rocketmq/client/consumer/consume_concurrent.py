@@ -20,7 +20,7 @@ from typing import Any
 from ..message import MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig, ConsumeStatus
-from .consume_pool import ConsumePool
+from .consume_pool import ConsumePool, wait_exited
 from .lifecycle import Background, Lifecycle
 from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
 from .ports import OffsetSink, OwnedQueues, SendBackFn
@@ -300,3 +300,4 @@ class ConcurrentConsumeService:
         await self.bg.cancel_all()
         if self.pool is not None:
             self.pool.shutdown()
+            await wait_exited(self.pool.threads)

@@ -20,7 +20,7 @@ from ..config import RETRY_PREFIX
 from ..message import PROPERTY_RETRY_TOPIC, MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig
-from .consume_pool import DaemonExecutor
+from .consume_pool import DaemonExecutor, wait_exited
 from .lifecycle import Background, Lifecycle
 from .listener import Listener, OrderlyContext, OrderlyOutcome, is_async_listener, orderly_outcome
 from .ports import LockFn, OffsetSink, SendBackFn
@@ -283,3 +283,4 @@ class OrderlyConsumeService:
         self.tasks.clear()
         if self.pool is not None:
             self.pool.shutdown()
+            await wait_exited(self.pool.threads)

@@ -23,11 +23,13 @@ deque, and `kick()` looks at ``_sleepers`` *after* the work was appended.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -50,6 +52,10 @@ class ConsumePool:
                          for i in range(size)]
         for t in self._threads:
             t.start()
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         """Queue a task; it runs once a worker is awake (see `kick`)."""
@@ -115,6 +121,19 @@ class ConsumePool:
                 return
 
 
+THREAD_EXIT_WAIT = 0.5  # close(): idle workers exit within microseconds; a stuck listener is not waited for
+
+
+async def wait_exited(threads: list[threading.Thread], timeout: float = THREAD_EXIT_WAIT) -> int:
+    """After a pool's shutdown: wait (polling, at most ``timeout``) until its threads have exited,
+    so a stopped consumer leaves no thread behind (start/stop cycles in one interpreter); returns
+    how many are still running a listener."""
+    deadline = time.monotonic() + timeout
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+    return sum(1 for t in threads if t.is_alive())
+
+
 class DaemonExecutor(concurrent.futures.Executor):
     """A fixed set of daemon threads behind the `Executor` API (for ``loop.run_in_executor``).
 
@@ -129,6 +148,10 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._threads = [threading.Thread(target=self._main, name=f"{name}_{i}", daemon=True) for i in range(size)]
         for t in self._threads:
             t.start()
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         if self._closed:
