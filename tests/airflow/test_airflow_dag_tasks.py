@@ -1,5 +1,6 @@
 """The produce operator, the await-message sensor, the lag sensor and the window operator in one DAG run
-through the real `airflow dags test`: templated fields rendered from params, the deferrable await
+through the real `airflow dags test` (then `airflow tasks test` of one task): templated fields rendered
+from params, the deferrable await
 sensor's trigger run by Airflow, XComs in the metadata database, and the window's OpenLineage
 event written by the OpenLineage provider's listener (file transport). No Spark."""
 
@@ -105,6 +106,12 @@ def test_tasks_render_their_templates_defer_and_report_lineage(embedded_cluster:
     assert xcoms["window"]["messages"] == 1
     with Admin(ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr)) as admin:
         assert sum(admin.committed_offsets("dt_group", "dt_orders").values()) == 3
+
+    # `airflow tasks test` renders the same templates from --task-params: 3 more on the rendered topic
+    single = airflow("tasks", "test", "rocketmq_tasks", "produce", "-t", json.dumps({**params, "prefix": "tt"}))
+    assert single.returncode == 0, (single.stdout + single.stderr)[-5000:]
+    with Admin(ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr)) as admin:
+        assert sum(admin.high_water_marks("dt_orders").values()) == 6
 
     from airflow import __version__ as airflow_version
 
