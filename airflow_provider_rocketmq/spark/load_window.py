@@ -234,7 +234,8 @@ def _read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
         return read_offsets_window(spark, staged.location, staged.manifest)
     local = not any(_is_url(f) for f in staged.files)
     if mode == "spark" or (mode == "auto" and local):
-        return spark.read.parquet(*staged.files)
+        # Hadoop names Amazon S3 "s3a"; the other object-store schemes are the same in fsspec and Hadoop
+        return spark.read.parquet(*(("s3a://" + f[5:]) if f.startswith("s3://") else f for f in staged.files))
     # the driver reads the files (any fsspec URL, e.g. s3:// when executors lack an S3 connector);
     # the window's rows then pass through the driver's memory
     import pyarrow as pa
