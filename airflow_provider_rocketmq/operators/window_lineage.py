@@ -62,14 +62,14 @@ class WindowLineageMixin:
 
         hook = RocketMQHook(self.rocketmq_conn_id)
         try:
-            return hook.get_client_config().namesrv_addr
+            return str(hook.get_client_config().namesrv_addr)
         except Exception:  # noqa: BLE001 - lineage must never fail a task: name the connection instead
             return hook.rocketmq_conn_id
 
     def _lineage_staging(self) -> str | None:
         result = self._staged_result
         if isinstance(result, dict) and isinstance(result.get("manifest"), str):
-            manifest = result["manifest"]
+            manifest: str = result["manifest"]
             return manifest.rsplit("/", 1)[0] if "://" in manifest else os.path.dirname(manifest)
         return self.staging_path or None
 

@@ -97,7 +97,8 @@ class RocketMQLagSensor(BaseSensorOperator):
             raise RocketMQError(f"lag trigger failed: {event.get('message', event)}")
         self.log.info("lag condition %s met: total lag %s", self.condition.describe(),
                       event["lag"].get("total_lag"))
-        return event["lag"]
+        lag: dict[str, Any] = event["lag"]
+        return lag
 
     def poke(self, context: Context) -> PokeReturnValue:
         with RocketMQHook(self.rocketmq_conn_id).get_admin() as admin:

@@ -85,7 +85,7 @@ class RocketMQWatchTrigger(BaseEventTrigger):
         watcher_group: str | None = None,
         rocketmq_conn_id: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]
         if isinstance(min_messages, bool) or not isinstance(min_messages, int) or min_messages < 1:
             raise ConfigError("min_messages", f"must be an integer >= 1, got {min_messages!r}")
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) \
@@ -131,7 +131,7 @@ class RocketMQWatchTrigger(BaseEventTrigger):
                                      self.poll_interval)
                     event = None
                 if event is not None:
-                    yield TriggerEvent(event)
+                    yield TriggerEvent(event)  # type: ignore[no-untyped-call,unused-ignore]
                 await asyncio.sleep(self.poll_interval)
 
     async def _positions(self, admin: Any, high_water: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
@@ -158,7 +158,7 @@ class RocketMQWatchTrigger(BaseEventTrigger):
         if waiting < self.min_messages:
             self.log.debug("%s: %d new message(s), waiting for %d", self.topic, waiting, self.min_messages)
             return None
-        signalled = []
+        signalled: list[dict[str, Any]] = []
         for mq, start, end in ranges:  # move the position first: a re-created trigger must not fire again
             try:
                 await admin.update_consumer_offset(self.watcher_group, mq, end)
