@@ -6,7 +6,9 @@ the Python workers up with one untimed count, then times per run:
   count    ``spark.read.format("rocketmq")...load().count()``
   parquet  the same read written with ``df.write.parquet(...)``
 Each figure covers planning on the driver, the tasks' pulls and decoding, and Spark's own
-work; the JVM start and the first Python worker start are excluded.
+work; the JVM start and the first Python worker start are excluded. CPU seconds per million
+rows are split between the Python workers (the data source's reads, decoding, Arrow hand-off;
+the planner included), the JVM (Spark) and the embedded broker (serving the pulls).
 
     .venv/bin/python bench/spark_read.py                 # 1,000,000 messages by default
 """
@@ -81,6 +83,22 @@ def load_avg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def cpu_split(broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds used so far by the broker, the JVM and the Python workers (this process's descendants)."""
+    import psutil
+
+    out = {"broker": 0.0, "jvm": 0.0, "python": 0.0}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            t = p.cpu_times()
+            used = t.user + t.system + t.children_user + t.children_system
+            name = "broker" if p.pid == broker_pid else "jvm" if "java" in p.name() else "python"
+        except psutil.NoSuchProcess:
+            continue
+        out[name] += used
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--namesrv", help="use this name server instead of starting the embedded broker")
@@ -120,18 +138,24 @@ def main() -> None:
 
         print(f"backlog {total} messages x 100 B on 8 queues, master {args.master}; load average before: "
               f"{load_avg()}")
-        print(f"{'run':>3} {'mode':<8} {'rows':>9} {'seconds':>8} {'rows/s':>10}  load average (1/5/15 min)")
+        broker_pid = proc.pid if proc is not None else None
+        print(f"{'run':>3} {'mode':<8} {'rows':>9} {'seconds':>8} {'rows/s':>10}  CPU-s per million rows: "
+              f"{'workers':>7} {'JVM':>5} {'broker':>6}  load average (1/5/15 min)")
+
+        def report(run: int, mode: str, rows: int, dt: float, before: dict[str, float]) -> None:
+            used = {k: (v - before[k]) / rows * 1e6 for k, v in cpu_split(broker_pid).items()}
+            print(f"{run:>3} {mode:<8} {rows:>9} {dt:>8.2f} {rows / dt:>10.0f}  {'':23}{used['python']:>7.2f} "
+                  f"{used['jvm']:>5.2f} {used['broker']:>6.2f}  {load_avg()}", flush=True)
+
         for run in range(1, args.runs + 1):
-            t = time.perf_counter()
+            before, t = cpu_split(broker_pid), time.perf_counter()
             rows = source().count()
-            dt = time.perf_counter() - t
-            print(f"{run:>3} {'count':<8} {rows:>9} {dt:>8.2f} {rows / dt:>10.0f}  {load_avg()}", flush=True)
+            report(run, "count", rows, time.perf_counter() - t, before)
             target = os.path.join(out_dir, f"run{run}")
-            t = time.perf_counter()
+            before, t = cpu_split(broker_pid), time.perf_counter()
             source().write.parquet(target)
             dt = time.perf_counter() - t
-            written = spark.read.parquet(target).count()
-            print(f"{run:>3} {'parquet':<8} {written:>9} {dt:>8.2f} {written / dt:>10.0f}  {load_avg()}", flush=True)
+            report(run, "parquet", spark.read.parquet(target).count(), dt, before)
             shutil.rmtree(target, ignore_errors=True)
         spark.stop()
     finally:

@@ -35,7 +35,7 @@ JSON_LATEST = -1
 DEFAULT_READER_GROUP = "rocketmq_spark_reader"
 DEFAULT_PULL_BATCH = 32  # a broker answers at most 32 messages per pull by default
 MAX_PULL_BATCH = 1024
-DEFAULT_PULLS_IN_FLIGHT = 8
+DEFAULT_PULLS_IN_FLIGHT = 16
 MAX_PULLS_IN_FLIGHT = 64
 SECRET_OPTIONS = ("accessKey", "secretKey", "securityToken")
 

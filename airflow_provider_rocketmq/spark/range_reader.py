@@ -6,7 +6,8 @@ requests (sysFlag = subscription only, expression ``*``), several in flight at
 once on one connection, and stops at its end offset.
 
 Pipelining. The range is cut into chunks of ``pullBatchSize`` offsets; up to
-``pullsInFlight`` chunk pulls are outstanding and their answers are taken in
+``pullsInFlight`` chunk pulls are outstanding (refilled in halves, so that the
+pulls started together go out in one write) and their answers are taken in
 offset order. A broker may answer a chunk with fewer messages than asked (its
 per-pull byte cap): the rest of that chunk is pulled again from the answer's
 ``nextBeginOffset`` before later answers are used, so every offset is read
@@ -193,6 +194,9 @@ class SpanPuller:
         return _Pull(offset, limit, opaque, fut)
 
     def _fill(self, conn: RemotingProtocol) -> None:
+        # refill in halves: the pulls started in one loop iteration go out in one write
+        if len(self._inflight) > self.depth // 2:
+            return
         while len(self._inflight) < self.depth and self._next_chunk < self.span.end:
             limit = min(self._next_chunk + self.batch, self.span.end)
             self._inflight.append(self._send(conn, self._next_chunk, limit))
