@@ -58,6 +58,17 @@ CONFIG: dict[str, Any] = {
                 "example": "rocketmq_prod",
                 "default": "rocketmq_default",
             },
+            "staging_path": {
+                "description": "Base location (directory or URL: s3://, gs://, file://...) under which "
+                "RocketMQConsumeWindowOperator stages windows that are given no staging_path, as "
+                "<base>/<dag_id>/<run_id>/<task_id>[/<map_index>]. It must be durable and reachable by "
+                "every worker (offsets are committed against what is staged there). Unset: a window "
+                "task without staging_path fails at once.\n",
+                "version_added": "0.1.0",
+                "type": "string",
+                "example": "s3://my-bucket/rocketmq-windows",
+                "default": "",
+            },
         },
     }
 }

@@ -23,7 +23,7 @@ Executors that do not have this package installed get it with ``py_files`` (a zi
 
 Connections and knobs as in ``rocketmq_window_to_spark``: AIRFLOW_CONN_ROCKETMQ_DEFAULT,
 AIRFLOW_CONN_SPARK_DEFAULT, ROCKETMQ_DEMO_TOPIC, ROCKETMQ_DEMO_GROUP, ROCKETMQ_DEMO_OUTPUT,
-ROCKETMQ_STAGING_DIR (where the manifest goes).
+``[rocketmq] staging_path`` (AIRFLOW__ROCKETMQ__STAGING_PATH: where the manifest goes).
 """
 
 from __future__ import annotations

@@ -16,8 +16,11 @@ Connections come from the environment, e.g.::
     AIRFLOW_CONN_ROCKETMQ_DEFAULT='{"conn_type": "rocketmq", "host": "127.0.0.1:9876"}'
     AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'
 
+Windows are staged under ``[rocketmq] staging_path`` (e.g. ``AIRFLOW__ROCKETMQ__STAGING_PATH=
+s3://bucket/rocketmq-windows`` or a shared directory): the window task fails without it.
+
 Knobs (environment): ROCKETMQ_DEMO_TOPIC, ROCKETMQ_DEMO_GROUP, ROCKETMQ_DEMO_OUTPUT
-(Spark output directory), ROCKETMQ_STAGING_DIR (window staging base).
+(Spark output directory).
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ with DAG(
     catchup=False,
     params={
         "body_format": Param("utf8", enum=["utf8", "json", "binary"], description="how Spark decodes bodies"),
+        # the window's knobs are templated: a run (or `airflow tasks test -t '{...}'`) may change them
+        "max_messages": Param(1_000_000, type="integer", minimum=1, description="most messages in one window"),
+        "staging_path": Param("", type="string", description="window directory or URL; empty: "
+                              "[rocketmq] staging_path/<dag_id>/<run_id>/<task_id>"),
+        "rocketmq_conn_id": Param("rocketmq_default", type="string"),
+        "pull_batch_size": Param(32, type="integer", minimum=1, maximum=1024),
     },
     tags=["rocketmq", "spark", "example"],
 ) as dag:
@@ -65,7 +74,10 @@ with DAG(
         consumer_group=GROUP,
         commit="after_downstream",
         max_duration=600,
-        consumer_overrides={"pull_batch_size": 64, "consume_message_batch_max_size": 32},
+        max_messages="{{ params.max_messages }}",
+        staging_path="{{ params.staging_path }}",
+        rocketmq_conn_id="{{ params.rocketmq_conn_id }}",
+        consumer_overrides={"pull_batch_size": "{{ params.pull_batch_size }}"},
     )
 
     load_window = SparkSubmitOperator(

@@ -69,7 +69,9 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW_CONN_ROCKETMQ_DEFAULT="{\"conn_type\": \"rocketmq\", \"host\": \"$namesrv\"}"
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'
 export ROCKETMQ_DEMO_TOPIC="$topic" ROCKETMQ_DEMO_GROUP="$group"
-export ROCKETMQ_DEMO_OUTPUT="$work/output" ROCKETMQ_STAGING_DIR="$work/staging"
+export ROCKETMQ_DEMO_OUTPUT="$work/output"
+# where windows are staged ([rocketmq] staging_path): the window task fails without one
+export AIRFLOW__ROCKETMQ__STAGING_PATH="$work/staging"
 
 log "airflow db migrate (AIRFLOW_HOME=$AIRFLOW_HOME)"
 airflow db migrate >"$work/airflow-db.log" 2>&1 || fail "airflow db migrate failed"

@@ -8,6 +8,10 @@ in sync tests and must be awaited in async tests.
 
 ``embedded_cluster_factory(**kwargs)`` starts clusters with other settings
 (``brokers=2``, ``time_scale=0.01``, ``data_dir=...``) and stops them afterwards.
+
+``s3`` (session) is a real S3 API on 127.0.0.1: moto's server in a subprocess
+(`s3_server.MotoS3`: ``endpoint``, ``storage_options`` for fsspec/s3fs,
+``new_bucket()``, ``filesystem()``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
+
+from s3_server import MotoS3
 
 
 @pytest.fixture
@@ -38,3 +44,10 @@ def embedded_cluster_factory() -> Iterator[Callable[..., EmbeddedCluster]]:
     yield make
     for cluster in reversed(started):
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[MotoS3]:
+    server = MotoS3()  # moto and s3fs are test dependencies: missing ones fail, never skip
+    yield server
+    server.stop()

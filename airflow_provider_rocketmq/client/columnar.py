@@ -22,12 +22,13 @@ numpy and pyarrow are imported on first use (the client itself needs neither).
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from .batch import PullFilter
-from .config import DLQ_PREFIX, NAMESPACE_SEPARATOR, RETRY_PREFIX
+from .config import strip_namespace
 from .errors import MessageDecodeError
 from .message import (
     FLAG_BORNHOST_V6,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["MESSAGE_COLUMNS", "ColumnBatch", "decode_columns", "message_schema", "strip_namespace", "to_record_batch"]
+__all__ = ["MESSAGE_COLUMNS", "ColumnBatch", "decode_columns", "message_schema", "string_column", "to_record_batch"]
 
 MESSAGE_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags", "keys", "properties",
                    "born_timestamp", "store_timestamp", "reconsume_times", "body")
@@ -94,16 +95,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def strip_namespace(topic: str, namespace: str) -> str:
-    """``ns%T`` -> ``T`` (also inside ``%RETRY%``/``%DLQ%`` names), as `ClientConfig.without_namespace`."""
-    if not namespace or not topic:
-        return topic
-    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
-        if topic.startswith(prefix):
-            return prefix + strip_namespace(topic[len(prefix):], namespace)
-    return topic.removeprefix(namespace + NAMESPACE_SEPARATOR)
-
-
 class _Lazy:
     """numpy/pyarrow modules and constant tables, loaded once on the first decode."""
 
@@ -112,7 +103,6 @@ class _Lazy:
     pc: Any = None
     head: Any = None  # structured dtype of the fixed IPv4 prefix
     hex_table: Any = None  # byte -> two upper-case hex ASCII digits
-    span: Any = None  # arange(_MIN_RECORD)
 
     @classmethod
     def load(cls) -> None:
@@ -131,7 +121,6 @@ class _Lazy:
         assert cls.head.itemsize == _MIN_RECORD
         digits = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
         cls.hex_table = np.stack([digits[np.arange(256) >> 4], digits[np.arange(256) & 15]], axis=1)
-        cls.span = np.arange(_MIN_RECORD, dtype=np.int64)
         cls.pc = pc
         cls.pa = pa
         cls.np = np
@@ -154,23 +143,29 @@ class ColumnBatch:
     last_offset: int
     count: int
     body_bytes: int
-    queue_offsets: list[int]  # of each kept message, in order
-    body_sizes: list[int]  # body length of each kept message (inflated)
+    queue_offsets: array[int]  # of each kept message, in order (int64)
+    body_sizes: array[int]  # body length of each kept message (inflated)
 
-    def __init__(self, mq: MessageQueue, body: bytes, starts: list[int], offsets: list[int], sizes: list[int],
-                 inflated: dict[int, bytes] | None, flt: PullFilter) -> None:
+    def __init__(self, mq: MessageQueue, body: bytes, starts: Sequence[int], offsets: Sequence[int],
+                 sizes: Sequence[int], inflated: dict[int, bytes] | None, flt: PullFilter) -> None:
         self.mq = mq
         self.first_offset = offsets[0]
         self.last_offset = offsets[-1]
         self.count = len(starts)
         self.body_bytes = sum(sizes)
-        self.queue_offsets = offsets
-        self.body_sizes = sizes
+        # int64 arrays, not lists: a batch waiting in a cache or queue costs 8 bytes per number, not ~36
+        self.queue_offsets = array("q", offsets)
+        self.body_sizes = array("q", sizes)
         self._body = body
-        self._starts = starts  # byte offsets of the kept records in body
+        self._starts = array("q", starts)  # byte offsets of the kept records in body
         self._inflated = inflated  # record start -> inflated body, for compressed records
         self._filter = flt
         self._rb: pa.RecordBatch | None = None
+
+    @property
+    def raw_bytes(self) -> int:
+        """Bytes this batch keeps alive (the whole pull body, even for a subset): for memory budgets."""
+        return len(self._body)
 
     def select(self, indices: Sequence[int]) -> ColumnBatch | None:
         """The kept messages at ``indices`` (ascending) as a batch of their own; None when empty."""
@@ -214,7 +209,7 @@ class ColumnBatch:
                 if flt.restore_retry_topic:
                     m.topic = m.properties.get(PROPERTY_RETRY_TOPIC) or m.topic
                 if flt.namespace:
-                    m.topic = strip_namespace(m.topic, flt.namespace)
+                    m.topic = strip_namespace(flt.namespace, m.topic)
                 out.append(m)
             pos += m.store_size
         return out
@@ -352,7 +347,7 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
         return batches[0]._rb
     batches = [b for b in batches if b.count]
     if not batches:
-        return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+        return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
     counts = np.fromiter((b.count for b in batches), dtype=np.int64, count=len(batches))
     if len(batches) == 1:
         data = batches[0]._body
@@ -366,7 +361,9 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
                              count=int(counts.sum())) + np.repeat(bases, counts)
     n = len(starts)
     buf = np.frombuffer(data, dtype=np.uint8)
-    mat = buf[starts[:, None] + _Lazy.span]  # (records, 88): every fixed prefix
+    # (records, 88): every fixed prefix, gathered through a sliding-window view of the bytes (no
+    # (records x 88) index array: that would take 8 bytes of index per byte gathered)
+    mat = _windows(buf, _MIN_RECORD, np)[starts]
     head = mat.view(_Lazy.head)[:, 0]
     magic = head["magic"]
     sys_flag = head["sys_flag"]
@@ -396,7 +393,7 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
                     for pos, raw in b._inflated.items()}
         bodies = [inflated[s] if s in inflated else data[b:b + ln] for s, b, ln in
                   zip(starts.tolist(), f.body_start.tolist(), f.body_len.tolist())]
-        body_col = pa.array(bodies, pa.binary())
+        body_col = _binaries(bodies, pa, np)
     else:
         body_col = _interleaved(data, f.body_start, f.body_len, pa, np)
 
@@ -407,22 +404,22 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
         msg_id = uniq
     brokers = sorted({b.mq.broker_name for b in batches})
     if len(brokers) == 1:
-        broker = pa.repeat(pa.scalar(brokers[0], pa.string()), n)
+        broker = string_column(brokers[0], n)
     else:
         code = np.repeat(np.array([brokers.index(b.mq.broker_name) for b in batches], dtype=np.int32), counts)
-        broker = pa.array(brokers, pa.string()).take(pa.array(code))
+        broker = _strings(brokers, pa, np).take(_ints(code, pa))
     columns = [
         topic,
         broker,
-        pa.array(head["queue_id"].astype(np.int32)),
-        pa.array(head["queue_offset"].astype(np.int64)),
+        _ints(head["queue_id"].astype(np.int32), pa),
+        _ints(head["queue_offset"].astype(np.int64), pa),
         msg_id,
         tags,
         keys,
         props,
-        pa.array(head["born_timestamp"].astype(np.int64)),
-        pa.array(f.store_timestamp.astype(np.int64)),
-        pa.array(f.reconsume_times.astype(np.int32)),
+        _ints(head["born_timestamp"].astype(np.int64), pa),
+        _ints(f.store_timestamp.astype(np.int64), pa),
+        _ints(f.reconsume_times.astype(np.int32), pa),
         body_col,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -435,16 +432,16 @@ def _rewrite_topics(batches: Sequence[ColumnBatch], counts: Any, topic: Any, ret
     if all(restore):
         topic = pc.coalesce(retry_topic, topic)
     elif any(restore):
-        mask = pa.array(np.repeat(np.array(restore), counts))
+        mask = _bools(np.repeat(np.array(restore), counts), pa, np)
         topic = pc.if_else(pc.and_(mask, pc.is_valid(retry_topic)), retry_topic, topic)
     spaces = [b._filter.namespace for b in batches]
     for ns in sorted(set(spaces)):
         if not ns:
             continue
-        mapped = _map_strings(topic, lambda t, ns=ns: strip_namespace(t, ns), pa, pc)
+        mapped = _map_strings(topic, lambda t, ns=ns: strip_namespace(ns, t), pa, pc)
         if all(s == ns for s in spaces):
             return mapped
-        mask = pa.array(np.repeat(np.array([s == ns for s in spaces]), counts))
+        mask = _bools(np.repeat(np.array([s == ns for s in spaces]), counts), pa, np)
         topic = pc.if_else(mask, mapped, topic)
     return topic
 
@@ -463,9 +460,14 @@ class _Fields:
         self.store_host = store_host  # (n, 8) or (n, 20) uint8 ip+port; a list of rows when mixed
 
 
+def _windows(buf: Any, width: int, np: Any) -> Any:
+    """A read-only (len - width + 1, width) view of ``buf``: row i = bytes i..i+width-1."""
+    return np.lib.stride_tricks.sliding_window_view(buf, width)
+
+
 def _be(buf: Any, pos: Any, width: int, np: Any) -> Any:
     """Big-endian signed ints of ``width`` bytes at each of ``pos`` (all inside ``buf``)."""
-    return buf[pos[:, None] + np.arange(width)].view(f">i{width}")[:, 0].astype(np.int64)
+    return np.ascontiguousarray(_windows(buf, width, np)[pos]).view(f">i{width}")[:, 0].astype(np.int64)
 
 
 def _fields_any_host(buf: Any, starts: Any, head: Any, np: Any) -> _Fields:
@@ -484,9 +486,9 @@ def _fields_any_host(buf: Any, starts: Any, head: Any, np: Any) -> _Fields:
     reconsume = _be(buf, p_reconsume, 4, np).astype(np.int32)
     body_len = _be(buf, p_reconsume + 12, 4, np)
     if (store_len == 8).all():
-        store_host: Any = buf[p_store_host[:, None] + np.arange(8)]
+        store_host: Any = _windows(buf, 8, np)[p_store_host]
     elif (store_len == 20).all():
-        store_host = buf[p_store_host[:, None] + np.arange(20)]
+        store_host = _windows(buf, 20, np)[p_store_host]
     else:
         store_host = [buf[p:p + n] for p, n in zip(p_store_host.tolist(), store_len.tolist())]
     return _Fields(body_len, p_reconsume + 16, store_ts, reconsume, store_host)
@@ -503,7 +505,7 @@ def _interleaved(body: bytes, begin: Any, length: Any, pa: Any, np: Any) -> Any:
     offsets[0::2] = begin
     offsets[1::2] = begin + length
     arr = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
-    return arr.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int32)))
+    return arr.take(_ints(np.arange(0, 2 * n, 2, dtype=np.int32), pa))
 
 
 def _split_properties(raw: Any, n: int, pa: Any, pc: Any, np: Any,
@@ -511,25 +513,25 @@ def _split_properties(raw: Any, n: int, pa: Any, pc: Any, np: Any,
     """``k\\x01v\\x02...`` strings -> a map array and the values of ``wanted`` names (null when absent)."""
     items = pc.split_pattern(raw, PROPERTY_SEP)
     flat = items.flatten()
-    parent = pc.list_parent_indices(items).to_numpy()
+    parent = _np_ints(pc.list_parent_indices(items), np)
     pairs = pc.split_pattern(flat, NAME_VALUE_SEP, max_splits=1)
     # a pair needs the separator and a non-empty name and value (string_to_properties)
-    ok = pc.equal(pc.list_value_length(pairs), 2).to_numpy(zero_copy_only=False)
+    lengths = _np_ints(pc.list_value_length(pairs), np).astype(np.int64)
+    ok = lengths == 2
     kv = pairs.flatten()
     # each pair contributes one or two strings; the name is first
-    lengths = pc.list_value_length(pairs).to_numpy(zero_copy_only=False).astype(np.int64)
     first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     idx = first[ok]
-    keys = kv.take(pa.array(idx))
-    values = kv.take(pa.array(idx + 1))
+    keys = kv.take(_ints(idx, pa))
+    values = kv.take(_ints(idx + 1, pa))
     parent = parent[ok]
-    nonempty = (pc.binary_length(keys).to_numpy() > 0) & (pc.binary_length(values).to_numpy() > 0)
+    nonempty = (_np_ints(pc.binary_length(keys), np) > 0) & (_np_ints(pc.binary_length(values), np) > 0)
     if not nonempty.all():
-        sel = pa.array(np.flatnonzero(nonempty))
+        sel = _ints(np.flatnonzero(nonempty), pa)
         keys, values, parent = keys.take(sel), values.take(sel), parent[nonempty]
     # the last of duplicate names wins (dict semantics); names are few, so count (record, name) pairs
     codes = pc.dictionary_encode(keys)
-    code = codes.indices.to_numpy().astype(np.int64)
+    code = _np_ints(codes.indices, np).astype(np.int64)
     width = len(codes.dictionary)
     if len(code):
         combined = parent.astype(np.int64) * width + code
@@ -540,11 +542,12 @@ def _split_properties(raw: Any, n: int, pa: Any, pc: Any, np: Any,
         if dup:
             _, last_rev = np.unique(combined[::-1], return_index=True)
             last = np.sort(len(combined) - 1 - last_rev)
-            keys, values, parent, code = keys.take(pa.array(last)), values.take(pa.array(last)), parent[last], code[last]
+            sel = _ints(last, pa)
+            keys, values, parent, code = keys.take(sel), values.take(sel), parent[last], code[last]
     counts = np.bincount(parent, minlength=n) if len(parent) else np.zeros(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
-    props = pa.MapArray.from_arrays(pa.array(offsets), keys, values)
+    props = pa.MapArray.from_arrays(_ints(offsets, pa), keys, values)
     named = []
     names = codes.dictionary.to_pylist()
     for name in wanted:
@@ -552,14 +555,64 @@ def _split_properties(raw: Any, n: int, pa: Any, pc: Any, np: Any,
         if name in names:
             hit = np.flatnonzero(code == names.index(name))
             pos[parent[hit]] = hit
-        named.append(values.take(pa.array(pos, mask=pos < 0)))
+        named.append(values.take(_ints(pos, pa, valid=pos >= 0, np=np)))
     return props, named
+
+
+# -- numpy <-> Arrow without pyarrow's conversion functions: pa.array(), pa.scalar() and to_numpy()
+# import pandas (about 50 MB of RSS and a second of CPU) when it is installed, as it is with Airflow
+
+def _ints(values: Any, pa: Any, *, valid: Any = None, np: Any = None) -> Any:
+    """An Arrow int32/int64 array over a numpy array (nulls where ``valid`` is False)."""
+    values = values if values.flags.c_contiguous else values.copy()
+    kind = pa.int32() if values.dtype.itemsize == 4 else pa.int64()
+    if values.dtype.itemsize not in (4, 8) or values.dtype.byteorder == ">":
+        values = values.astype("<i8")
+        kind = pa.int64()
+    bitmap = None
+    nulls = 0
+    if valid is not None:
+        nulls = int(len(valid) - valid.sum())
+        if nulls:
+            bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(kind, len(values), [bitmap, pa.py_buffer(values)], null_count=nulls)
+
+
+def _bools(values: Any, pa: Any, np: Any) -> Any:
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(values, bitorder="little"))])
+
+
+def _np_ints(arr: Any, np: Any) -> Any:
+    """The values of an Arrow integer array without nulls, as numpy (zero-copy)."""
+    width = arr.type.bit_width // 8
+    data = np.frombuffer(arr.buffers()[1], dtype=f"<i{width}")
+    return data[arr.offset:arr.offset + len(arr)]
+
+
+def _strings(items: Sequence[str], pa: Any, np: Any) -> Any:
+    return _binaries([s.encode("utf-8") for s in items], pa, np).cast(pa.string())
+
+
+def _binaries(items: Sequence[bytes], pa: Any, np: Any) -> Any:
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in items], out=offsets[1:])
+    kind, width = (pa.binary(), np.int32) if offsets[-1] < 2**31 else (pa.large_binary(), np.int64)
+    arr = pa.Array.from_buffers(kind, len(items), [None, pa.py_buffer(offsets.astype(width)),
+                                                   pa.py_buffer(b"".join(items))])
+    return arr if kind == pa.binary() else arr.cast(pa.binary())
+
+
+def string_column(value: str, n: int) -> pa.Array:
+    """``value`` repeated ``n`` times as an Arrow string array (e.g. a constant ``window_id`` column)."""
+    _Lazy.load()
+    pa, np = _Lazy.pa, _Lazy.np
+    return _strings([value], pa, np).take(_ints(np.zeros(n, dtype=np.int32), pa))
 
 
 def _map_strings(arr: Any, fn: Any, pa: Any, pc: Any) -> Any:
     """Apply ``fn`` to each distinct string of ``arr`` (topics: a handful per batch)."""
     enc = pc.dictionary_encode(arr)
-    mapped = pa.array([fn(s) for s in enc.dictionary.to_pylist()], pa.string())
+    mapped = _strings([fn(s) for s in enc.dictionary.to_pylist()], pa, _Lazy.np)
     return mapped.take(enc.indices)
 
 
@@ -568,7 +621,7 @@ def _offset_msg_ids(store_host: Any, clo: Any, n: int, pa: Any, np: Any) -> Any:
     (``clo``: the raw big-endian commit-log offsets, (n, 8) bytes)."""
     if isinstance(store_host, list):  # IPv4 and IPv6 store hosts mixed (never seen; kept simple)
         ids = [(bytes(h) + bytes(c)).hex().upper() for h, c in zip(store_host, clo)]
-        return pa.array(ids, pa.string())
+        return _strings(ids, pa, np)
     raw = np.concatenate([store_host, clo], axis=1)
     width = raw.shape[1] * 2
     text = _Lazy.hex_table[raw].reshape(-1)

@@ -37,8 +37,10 @@ class RocketMQCommitWindowOperator(BaseOperator):
     is only ever moved forward, so running the task twice (or after an
     ``after_staging`` window) changes nothing: it is idempotent.
 
-    :param manifests: manifest path(s) or the window operator's XCom(s) (templated;
+    :param manifests: manifest path(s) or URL(s), or the window operator's XCom(s) (templated;
         an ``XComArg`` of a mapped window task works as is).
+    :param staging_options: fsspec storage options to read manifests on a URL (as the window
+        operator's ``staging_options``; default: fsspec's own credentials lookup).
     :param rocketmq_conn_id: the `rocketmq` connection (templated; default ``[rocketmq] default_conn_id``).
     """
 
@@ -46,16 +48,17 @@ class RocketMQCommitWindowOperator(BaseOperator):
     ui_color = "#cfe8cf"
 
     def __init__(self, *, manifests: Any, rocketmq_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 staging_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if manifests is None or (isinstance(manifests, str) and not manifests):
             raise ConfigError("manifests", "at least one manifest (path or window result) is required")
         self.manifests = manifests
         self.rocketmq_conn_id = rocketmq_conn_id
+        self.staging_options = dict(staging_options or {})
 
     def execute(self, context: Context) -> dict[str, Any]:
         paths = manifest_paths(self.manifests)
         with RocketMQHook(self.rocketmq_conn_id).get_admin() as admin:
-            moved = commit_manifest_files(admin, paths)
+            moved = commit_manifest_files(admin, paths, storage_options=self.staging_options)
         self.log.info("committed %d queue offset(s) from %d manifest(s)", len(moved), len(paths))
         return {"manifests": paths, "committed": moved}

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
-import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
+from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context, config_get
 
 from airflow_provider_rocketmq.client.consumer.config import (
     ConsumeFromWhere,
@@ -21,19 +23,60 @@ from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.operators.window_lineage import WindowLineageMixin
 from airflow_provider_rocketmq.window.collector import parse_tag_expression
 from airflow_provider_rocketmq.window.manifest import HANDOFF_OFFSETS, HANDOFFS
-from airflow_provider_rocketmq.window.runner import Listener, WindowResult, WindowSpec, run_window, safe_name
+from airflow_provider_rocketmq.window.runner import (
+    WINDOW_CONSUMER_DEFAULTS,
+    Listener,
+    WindowResult,
+    WindowSpec,
+    default_staging_dir,
+    register_window_listener,
+    run_window,
+    safe_name,
+)
 from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 
 COMMIT_POLICIES = ("after_staging", "after_downstream")
-STAGING_ENV = "ROCKETMQ_STAGING_DIR"
+STAGING_OPTION = "staging_path"
 DEFAULT_MAPPED_SETTLE = 5.0
 # the window owns these: offsets are committed from the manifest, and every member must see every queue
 _FORCED = {"enable_offset_commit": False, "message_model": "CLUSTERING"}
+_LIMITS = ("max_messages", "max_bytes", "max_duration")
 
 
-def default_staging_base() -> str:
-    """Where windows are staged when ``staging_path`` is not given: $ROCKETMQ_STAGING_DIR or a temp dir."""
-    return os.environ.get(STAGING_ENV) or os.path.join(tempfile.gettempdir(), "rocketmq-windows")
+def configured_staging_base() -> str | None:
+    """``[rocketmq] staging_path`` (``AIRFLOW__ROCKETMQ__STAGING_PATH``) from Airflow's configuration."""
+    value = config_get(STAGING_OPTION, "").strip()
+    return value or None
+
+
+def _number(field: str, value: Any, kind: type) -> Any:
+    """A templated limit arrives as text ("1000"); anything else stays as given (validated later)."""
+    if isinstance(value, str):
+        try:
+            return kind(value.strip())
+        except ValueError:
+            raise ConfigError(field, f"must be a {kind.__name__}, got {value!r}") from None
+    return value
+
+
+def _coerce_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Rendered ``consumer_overrides`` values are text; give numbers and booleans their type."""
+    types = {f.name: str(f.type) for f in dataclasses.fields(ConsumerConfig)}
+    out: dict[str, Any] = {}
+    for name, value in overrides.items():
+        kind = types.get(name, "")
+        if isinstance(value, str) and kind.split(" ")[0] in ("int", "float", "bool"):
+            try:
+                parsed = json.loads(value.strip().lower() if kind.startswith("bool") else value)
+            except ValueError:
+                raise ConfigError(f"consumer_overrides.{name}", f"must be a {kind}, got {value!r}") from None
+            value = parsed
+        out[name] = value
+    return out
+
+
+def _is_template(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
 
 
 class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
@@ -41,25 +84,49 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
 
     At start the high-water mark of every queue is snapshotted; the group's push
     consumer (``enable_offset_commit=False``) reads the queues it is assigned up to
-    those marks, or until ``max_messages``/``max_bytes``/``max_duration`` is hit.
-    Mapped instances of one group share the queues through rebalancing; each writes
-    its own manifest. The XCom is ``{"manifest": path, "messages": n, "bytes": b}``.
+    those marks (it never pulls past them), or until ``max_messages``/``max_bytes``/
+    ``max_duration`` is hit. Parquet part files are written while consuming, in
+    bounded memory, and ``manifest.json`` is written last. Mapped instances of one group
+    share the queues through rebalancing; each writes its own manifest. The XCom is
+    ``{"manifest": path or URL, "messages": n, "bytes": b}``.
 
-    A retry of the same task instance finds its manifest and returns it instead of
-    consuming again, so retries never duplicate or lose a window.
+    **Staging location.** ``staging_path`` (templated) is the window directory: a local
+    path or a URL (``s3://bucket/prefix``, ``gs://...``, ``file://...``; an
+    ``ObjectStoragePath`` works too). Without it, ``[rocketmq] staging_path``
+    (``AIRFLOW__ROCKETMQ__STAGING_PATH``) is the base and the window directory is
+    ``<base>/<dag_id>/<run_id>/<task_id>[/<map_index>]``. Without either the task fails
+    at once: there is no temp-directory default, because staging is what the offsets
+    are committed against.
+
+    **What holds, and when.** Offsets are only committed for messages whose files and
+    manifest were written first, so nothing is lost *as long as the staging location
+    keeps what was written* (durable, shared by the workers, e.g. an object store or a
+    shared filesystem) until the load has read it:
+
+    - ``commit="after_staging"``: the end offsets are committed once the manifest is
+      written. A retry of the task returns the same manifest. If the staging location
+      loses the window before the load read it (a local disk wiped, a retry on another
+      worker with a local path), those messages are gone from the group: the next window
+      starts after them.
+    - ``commit="after_downstream"``: `RocketMQCommitWindowOperator` commits after the load.
+      If staging is lost before that, the next window reads the same offsets again and
+      stages them anew; the Spark loader's ledger loads each offset once, so the output has
+      no duplicates and misses nothing. This is the policy for non-durable staging.
 
     :param topic: topic to consume (templated).
     :param consumer_group: consumer group whose committed offsets start the window (templated).
     :param expression: tag expression (``"*"``, ``"TagA || TagB"``), applied client-side (templated).
-    :param staging_path: window directory (templated); default
-        ``$ROCKETMQ_STAGING_DIR/<dag_id>/<run_id>/<task_id>[/<map_index>]``.
-    :param max_messages: stage at most this many messages.
-    :param max_bytes: stage at most this many body bytes (at least one message moves).
-    :param max_duration: stop consuming after this many seconds and stage what is complete.
-    :param commit: ``"after_staging"`` commits the end offsets once the files are durable;
-        ``"after_downstream"`` leaves that to `RocketMQCommitWindowOperator`.
-    :param consumer_overrides: `ConsumerConfig` knobs (e.g. ``consume_from_where``,
-        ``pull_batch_size``); windows default to ``CONSUME_FROM_FIRST_OFFSET``.
+    :param staging_path: window directory, path or URL (templated); see above.
+    :param staging_conn_id: Airflow connection of the object store (e.g. ``aws_default``), used
+        through ``ObjectStoragePath``; default: fsspec's own credentials lookup.
+    :param staging_options: extra fsspec storage options (e.g. ``{"endpoint_url": ...}``).
+    :param max_messages: stage at most this many messages (templated).
+    :param max_bytes: stage at most this many body bytes, at least one message (templated).
+    :param max_duration: stop consuming after this many seconds and stage what is complete (templated).
+    :param commit: ``"after_staging"`` or ``"after_downstream"`` (see above).
+    :param consumer_overrides: `ConsumerConfig` knobs (templated; e.g. ``consume_from_where``,
+        ``pull_batch_size``); windows default to ``CONSUME_FROM_FIRST_OFFSET`` and a 64 MiB
+        flow-control cache for the whole topic (``pull_threshold_size_for_topic``).
     :param assignment_timeout: seconds to wait for a first queue assignment before staging
         an empty window (a member with no queue).
     :param settle_time: seconds the group's membership must stay unchanged before this member
@@ -72,10 +139,12 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         ``rocketmq`` data source (``window/snapshot.py``). Offsets need
         ``commit="after_downstream"``, take ``max_messages`` but not ``max_bytes``/``max_duration``,
         and are not mapped (one instance snapshots every queue).
-    :param rocketmq_conn_id: the `rocketmq` connection (default ``[rocketmq] default_conn_id``).
+    :param rocketmq_conn_id: the `rocketmq` connection (templated; default ``[rocketmq] default_conn_id``).
     """
 
-    template_fields: Sequence[str] = ("topic", "consumer_group", "expression", "staging_path")
+    template_fields: Sequence[str] = ("topic", "consumer_group", "expression", "staging_path", "rocketmq_conn_id",
+                                      "max_messages", "max_bytes", "max_duration", "consumer_overrides")
+    template_fields_renderers = {"consumer_overrides": "json"}
     ui_color = "#f5e2c8"
 
     def __init__(
@@ -84,10 +153,12 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         topic: str,
         consumer_group: str,
         expression: str = "*",
-        staging_path: str | None = None,
-        max_messages: int | None = None,
-        max_bytes: int | None = None,
-        max_duration: float | None = None,
+        staging_path: Any = None,
+        staging_conn_id: str | None = None,
+        staging_options: Mapping[str, Any] | None = None,
+        max_messages: int | str | None = None,
+        max_bytes: int | str | None = None,
+        max_duration: float | str | None = None,
         commit: str = "after_staging",
         consumer_overrides: Mapping[str, Any] | None = None,
         assignment_timeout: float = 60.0,
@@ -112,18 +183,15 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
                                       "Spark); use max_messages")
         self.handoff = handoff
         overrides = dict(consumer_overrides or {})
-        allowed = config_field_names(ConsumerConfig)
-        for name in overrides:
-            if name not in allowed:
-                raise ConfigError(f"consumer_overrides.{name}", "unknown consumer option")
-            if name in _FORCED:
-                raise ConfigError(f"consumer_overrides.{name}", "is set by the window operator")
-        if not isinstance(expression, str) or "{{" not in expression:  # a template is checked at run time
+        self._check_overrides(overrides)
+        if not _is_template(expression):  # a template is checked at run time
             parse_tag_expression(expression)
         self.topic = topic
         self.consumer_group = consumer_group
         self.expression = expression
         self.staging_path = staging_path
+        self.staging_conn_id = staging_conn_id
+        self.staging_options = dict(staging_options or {})
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.max_duration = max_duration
@@ -133,15 +201,38 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         self.idle_timeout = idle_timeout
         self.settle_time = settle_time
         self.rocketmq_conn_id = rocketmq_conn_id
-        # the bounds and timeouts are checked by WindowSpec.validate() (shared with the CLI), now and at run time
-        WindowSpec(topic="t", consumer_group="g", staging_dir="d", **self._spec_kwargs(mapped=False)).validate()
+        self._cancel: threading.Event | None = None  # made in execute(): operators get deep-copied
+        # the bounds and timeouts are checked by WindowSpec.validate() (shared with the CLI), now and at
+        # run time; templated limits are checked once rendered
+        self._validate_spec(mapped=False, rendered=False)
 
-    def _spec_kwargs(self, *, mapped: bool) -> dict[str, Any]:
+    @staticmethod
+    def _check_overrides(overrides: Mapping[str, Any]) -> None:
+        allowed = config_field_names(ConsumerConfig)
+        for name in overrides:
+            if name not in allowed:
+                raise ConfigError(f"consumer_overrides.{name}", "unknown consumer option")
+            if name in _FORCED:
+                raise ConfigError(f"consumer_overrides.{name}", "is set by the window operator")
+
+    def _limits(self, *, rendered: bool) -> dict[str, Any]:
+        out = {}
+        for name, kind in zip(_LIMITS, (int, int, float)):
+            value = getattr(self, name)
+            if _is_template(value) and not rendered:
+                value = None
+            out[name] = _number(name, value, kind)
+        return out
+
+    def _spec_kwargs(self, *, mapped: bool, rendered: bool = True) -> dict[str, Any]:
         """The WindowSpec bounds and timeouts; a mapped instance settles the group first by default."""
         settle = self.settle_time if self.settle_time is not None else DEFAULT_MAPPED_SETTLE if mapped else 0.0
-        return {"max_messages": self.max_messages, "max_bytes": self.max_bytes, "max_duration": self.max_duration,
-                "assignment_timeout": self.assignment_timeout, "idle_timeout": self.idle_timeout,
-                "settle_time": settle}
+        return {**self._limits(rendered=rendered), "assignment_timeout": self.assignment_timeout,
+                "idle_timeout": self.idle_timeout, "settle_time": settle}
+
+    def _validate_spec(self, *, mapped: bool, rendered: bool) -> None:
+        WindowSpec(topic="t", consumer_group="g", staging_dir="d",
+                   **self._spec_kwargs(mapped=mapped, rendered=rendered)).validate()
 
     def _run_ids(self, context: Context) -> tuple[list[str], str]:
         """Path parts of the per-run default staging dir and the window id derived from them."""
@@ -153,16 +244,45 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         # deterministic per task instance: a re-run appends to (never duplicates in) its own Spark partition
         return parts, "__".join(safe_name(p) for p in parts)
 
+    def _staging(self, parts: list[str]) -> tuple[str, dict[str, Any]]:
+        """The window directory (path or URL) and its fsspec storage options."""
+        given = self.staging_path
+        if given is not None and not isinstance(given, str):  # an ObjectStoragePath (or os.PathLike)
+            location = str(given)
+            options = dict(getattr(given, "storage_options", {}) or {})
+            conn_id = getattr(given, "conn_id", None) or self.staging_conn_id
+        else:
+            base = configured_staging_base()
+            if not given and base is None:
+                raise ConfigError(STAGING_OPTION, "no staging location: give the operator a staging_path, or "
+                                  "set [rocketmq] staging_path (AIRFLOW__ROCKETMQ__STAGING_PATH) to a durable "
+                                  "directory or URL every worker can reach (e.g. s3://bucket/rocketmq-windows)")
+            location = given or default_staging_dir(base or "", *parts)
+            options, conn_id = {}, self.staging_conn_id
+        options.update(self.staging_options)
+        if "://" in location and not location.startswith("file://") and conn_id:
+            # the object store's credentials from an Airflow connection (e.g. aws_default)
+            from airflow.sdk import ObjectStoragePath
+
+            fs = ObjectStoragePath(location, conn_id=conn_id).fs
+            options = {**dict(getattr(fs, "storage_options", {}) or {}), **options}
+        return location, options
+
     def execute(self, context: Context) -> dict[str, Any]:
         parts, window_id = self._run_ids(context)
-        staging = self.staging_path or os.path.join(default_staging_base(), *(safe_name(p) for p in parts))
-        overrides = {"consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                     **self.consumer_overrides, **_FORCED}
+        mapped = len(parts) == 4  # <dag>/<run>/<task>/<map index>
+        self._validate_spec(mapped=mapped, rendered=True)
+        parse_tag_expression(self.expression)
+        staging, storage_options = self._staging(parts)
+        consumer_overrides = _coerce_overrides(self.consumer_overrides)
+        self._check_overrides(consumer_overrides)
+        overrides = {"consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **WINDOW_CONSUMER_DEFAULTS,
+                     **consumer_overrides, **_FORCED}
         hook = RocketMQHook(self.rocketmq_conn_id)
         if self.handoff == HANDOFF_OFFSETS:
-            return self.staged(self._snapshot_offsets(hook, overrides, staging, window_id,
-                                                      mapped=len(parts) == 4).to_xcom())
-        if "instance_name" not in self.consumer_overrides:
+            return self.staged(self._snapshot_offsets(hook, overrides, staging, storage_options, window_id,
+                                                      mapped=mapped).to_xcom())
+        if "instance_name" not in consumer_overrides:
             # a unique client id per task instance: mapped siblings on one host (or a connection's
             # fixed instance_name) would otherwise share one id and each take every queue
             base = hook.get_consumer_config().instance_name
@@ -172,28 +292,34 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
             topic=self.topic,
             consumer_group=self.consumer_group,
             staging_dir=staging,
+            storage_options=storage_options,
             window_id=window_id,
             expression=self.expression,
             commit=self.commit == "after_staging",
             consume_from_where=config.consume_from_where,  # type: ignore[arg-type]
             consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
-            **self._spec_kwargs(mapped=len(parts) == 4),  # <dag>/<run>/<task>/<map index>
+            **self._spec_kwargs(mapped=mapped),
         )
 
         def make_consumer(listener: Listener) -> Any:
             # "*": the window filters tags itself so that every offset is seen (see window/collector.py)
-            return hook.get_consumer(self.consumer_group, self.topic, "*", listener, **overrides)
+            consumer = hook.get_consumer(self.consumer_group, self.topic, "*", **overrides)
+            register_window_listener(consumer, listener)
+            return consumer
 
-        self.log.info("consuming window %s of %s for group %s into %s (commit %s)", window_id, self.topic,
-                      self.consumer_group, staging, self.commit)
+        self.log.info("consuming window %s of %s for group %s into %s (commit %s, connection %s, limits %s, "
+                      "consumer overrides %s)", window_id, self.topic, self.consumer_group, staging, self.commit,
+                      self.rocketmq_conn_id, {k: v for k, v in self._limits(rendered=True).items() if v is not None},
+                      consumer_overrides)
+        self._cancel = threading.Event()
         with hook.get_admin() as admin:
-            result = run_window(spec, admin, make_consumer, namesrv=config.namesrv_addr)
+            result = run_window(spec, admin, make_consumer, namesrv=config.namesrv_addr, cancel=self._cancel)
         self.log.info("window %s: %d messages, %d bytes%s; manifest %s", result.window_id, result.messages,
                       result.bytes, " (reused)" if result.reused else "", result.manifest)
         return self.staged(result.to_xcom())  # recorded for the OpenLineage datasets (window_lineage.py)
 
-    def _snapshot_offsets(self, hook: RocketMQHook, overrides: dict[str, Any], staging: str, window_id: str, *,
-                          mapped: bool) -> WindowResult:
+    def _snapshot_offsets(self, hook: RocketMQHook, overrides: dict[str, Any], staging: str,
+                          storage_options: dict[str, Any], window_id: str, *, mapped: bool) -> WindowResult:
         """handoff="offsets": write the manifest of [committed, high-water) per queue; consume nothing."""
         if mapped:
             raise ConfigError("handoff", "an offsets window covers every queue in one task: do not map it")
@@ -202,7 +328,8 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
                              window_id=window_id, expression=self.expression,
                              consume_from_where=config.consume_from_where,  # type: ignore[arg-type]
                              consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
-                             max_messages=self.max_messages)
+                             max_messages=self._limits(rendered=True)["max_messages"],
+                             storage_options=storage_options)
         self.log.info("snapshotting offsets window %s of %s for group %s into %s", window_id, self.topic,
                       self.consumer_group, staging)
         with hook.get_admin() as admin:
@@ -210,3 +337,9 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         self.log.info("offsets window %s: %d offsets%s; manifest %s", result.window_id, result.messages,
                       " (reused)" if result.reused else "", result.manifest)
         return result
+
+    def on_kill(self) -> None:
+        """Stop consuming at once: the consumer is shut down, no manifest is written, nothing is committed
+        (a manifest already written stays valid; its offsets are committed by the next attempt)."""
+        if self._cancel is not None:
+            self._cancel.set()

@@ -36,7 +36,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--group", required=True, help="consumer group")
     p.add_argument("--topic", required=True, help="topic")
-    p.add_argument("--staging", required=True, help="window directory (manifest.json + part-*.parquet)")
+    p.add_argument("--staging", required=True, help="window directory (manifest.json + part-*.parquet): a "
+                   "path or a URL (s3://bucket/prefix, gs://..., file://...; s3 needs s3fs)")
+    p.add_argument("--storage-options", default=None, metavar="JSON",
+                   help='fsspec storage options for a URL, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\'')
     p.add_argument("--expression", default="*", help="tag expression, e.g. 'TagA || TagB' (default *)")
     p.add_argument("--window-id", default=None, help="window id (default: time-based)")
     p.add_argument("--max-messages", type=int, default=None)
@@ -77,15 +80,29 @@ def _run(args: argparse.Namespace) -> Any:
     from airflow_provider_rocketmq.client import Admin, ClientConfig, PushConsumer
     from airflow_provider_rocketmq.client.config import env_client_options
     from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumerConfig
-    from airflow_provider_rocketmq.window.runner import Listener, WindowSpec, run_window
+    from airflow_provider_rocketmq.client.errors import ConfigError
+    from airflow_provider_rocketmq.window.runner import (
+        WINDOW_CONSUMER_DEFAULTS,
+        Listener,
+        WindowSpec,
+        register_window_listener,
+        run_window,
+    )
 
     options = env_client_options(args.namesrv)  # namesrv, ACL credentials, namespace
     namesrv = options["namesrv_addr"]
-    consumer_config = ConsumerConfig(**options, enable_offset_commit=False,
+    consumer_config = ConsumerConfig(**options, **WINDOW_CONSUMER_DEFAULTS, enable_offset_commit=False,
                                      consume_from_where=_FROM[args.start_from])
+    try:
+        storage_options = json.loads(args.storage_options) if args.storage_options else {}
+    except ValueError as exc:
+        raise ConfigError("storage_options", f"not valid JSON ({exc})") from None
+    if not isinstance(storage_options, dict):
+        raise ConfigError("storage_options", "must be a JSON object")
     consumer_config.validate()
     spec = WindowSpec(
         topic=args.topic, consumer_group=args.group, staging_dir=args.staging, window_id=args.window_id,
+        storage_options=storage_options,
         expression=args.expression, max_messages=args.max_messages, max_bytes=args.max_bytes,
         max_duration=args.max_duration, commit=not args.no_commit,
         assignment_timeout=args.assignment_timeout, idle_timeout=args.idle_timeout,
@@ -97,7 +114,7 @@ def _run(args: argparse.Namespace) -> Any:
     def make_consumer(listener: Listener) -> Any:
         consumer = PushConsumer(args.group, consumer_config)
         consumer.subscribe(args.topic, "*")  # tags are filtered by the window itself
-        consumer.register_listener(listener)
+        register_window_listener(consumer, listener)
         return consumer
 
     with Admin(ClientConfig(**options).validate()) as admin:

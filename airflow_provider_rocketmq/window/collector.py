@@ -1,25 +1,37 @@
-"""Per-queue bookkeeping of one bounded window (no I/O, no Airflow).
+"""Per-queue frontier of one bounded window, fed with pulled batches (no I/O, no Airflow).
 
-The push consumer delivers messages from its thread pool or loop, possibly out of
-order within a queue. The collector keeps, per queue, the window's start offset,
-the messages received at or past it, and the contiguous prefix: the offset up to
-which *every* message has been seen. Only that prefix is ever staged or committed,
-so a window never skips a message, however deliveries interleave.
+The consumer's batch listener hands over each queue's batches in offset order
+(docs/CONTRACTS.md, "Wave 2"). For every queue the collector keeps the window's
+start offset and its *frontier*: every offset in ``[start, frontier)`` was staged,
+or did not match the tag filter, or belongs to another window (see below). A batch
+that continues the frontier is admitted: its matching messages go to the ``sink``
+(the Parquet writer) at once, nothing is kept here. So only contiguous prefixes are
+ever staged or committed, and memory does not grow with the window.
 
 The window subscribes with ``*`` and filters tags here, so that every offset is
 delivered and a queue's progress is visible even where no message matches (a
 broker-side filter would advance the consumer's offset silently).
+
+A batch that starts past the frontier (a gap) is explained by asking ``resolve_floor``
+for the queue's committed and minimum offsets: offsets committed by another member
+of the group are in that member's window, offsets below the minimum are gone. The
+frontier moves up to that floor (already staged rows stay staged: where two windows
+overlap, the Spark loader's ledger loads each offset once). A gap nothing explains
+settles the queue where it is: the rest is left for the next window.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
+from airflow_provider_rocketmq.client.columnar import ColumnBatch
 from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
 from airflow_provider_rocketmq.client.errors import ConfigError
-from airflow_provider_rocketmq.client.message import MessageExt
+
+log = logging.getLogger(__name__)
 
 QueueKey = tuple[str, int]  # (broker name, queue id): topic is the window's own
 
@@ -36,48 +48,62 @@ def parse_tag_expression(expression: str) -> frozenset[str] | None:
 class _QueueState:
     start: int
     high_water: int
-    next_offset: int  # contiguous prefix: every offset in [start, next_offset) was received
-    received: dict[int, MessageExt | None] = field(default_factory=dict)  # None: tag did not match
+    frontier: int  # every offset in [start, frontier) is accounted for
+    messages: int = 0  # staged (matching) messages
+    bytes: int = 0
+    settled_at_gap: bool = False  # an unexplained gap: the queue takes no more in this window
 
     @property
     def complete(self) -> bool:
-        return self.next_offset >= self.high_water
+        return self.frontier >= self.high_water or self.settled_at_gap
 
 
 @dataclass(frozen=True)
 class QueueSlice:
-    """What the window takes from one queue: offsets ``[start, end)`` and the matching messages."""
+    """What the window takes from one queue: offsets ``[start, end)``, ``messages`` of them staged."""
 
     key: QueueKey
     start: int
     end: int
     high_water: int
-    messages: list[MessageExt]
+    messages: int
+    bytes: int
+
+
+Sink = Callable[[ColumnBatch], None]
+Resolver = Callable[[QueueKey], int]
 
 
 class WindowCollector:
-    """Thread-safe message sink of one window; `wait_for_change` wakes the waiting thread."""
+    """Thread-safe frontier bookkeeping; `offer` runs on the consumer's listener thread."""
 
     def __init__(
         self,
         high_water: Mapping[QueueKey, int],
         *,
+        sink: Sink,
         tags: frozenset[str] | None = None,
         max_messages: int | None = None,
         max_bytes: int | None = None,
+        resolve_start: Resolver | None = None,
+        resolve_floor: Resolver | None = None,
     ) -> None:
         self._high_water = dict(high_water)
+        self._sink = sink
         self._tags = tags
         self._max_messages = max_messages
         self._max_bytes = max_bytes
+        self._resolve_start = resolve_start
+        self._resolve_floor = resolve_floor
         self._queues: dict[QueueKey, _QueueState] = {}
-        # deliveries that raced ahead of set_start(): replayed once the start is known
-        self._pending: dict[QueueKey, list[MessageExt]] = {}
         self._cond = threading.Condition()
         self._version = 0
-        # matching messages inside the contiguous prefixes: what take() could stage right now
-        self._matched = 0
-        self._matched_bytes = 0
+        self._staged = 0
+        self._staged_bytes = 0
+        self._bound_reached = False
+        self._closed = False
+        self._inflight = 0  # offers between admission and the end of their sink call
+        self.error: BaseException | None = None
 
     # -- fed by the window runner (main thread) -------------------------------------------------
     def high_water(self, key: QueueKey) -> int:
@@ -88,82 +114,160 @@ class WindowCollector:
             return key in self._queues
 
     def set_start(self, key: QueueKey, start: int) -> None:
-        """Declare where ``key``'s part of the window begins (or, later, that offsets below moved on).
-
-        Raising the start drops what was received below it: those offsets were
-        committed by someone else meanwhile, so they belong to another window.
-        """
+        """Declare where ``key``'s part of the window begins; later calls only move the frontier up
+        (offsets below ``start`` were committed by someone else meanwhile, or are gone)."""
         with self._cond:
             hw = self._high_water[key]
             start = min(start, hw)
             state = self._queues.get(key)
             if state is None:
-                state = self._queues[key] = _QueueState(start=start, high_water=hw, next_offset=start)
-            elif start > state.start:
-                for off in [o for o in state.received if o < start]:
-                    msg = state.received.pop(off)
-                    if off < state.next_offset:
-                        self._count(msg, -1)
-                state.start = start
-                state.next_offset = max(state.next_offset, start)
+                self._queues[key] = _QueueState(start=start, high_water=hw, frontier=start)
+            elif start > state.frontier:
+                if not state.messages:
+                    state.start = start  # nothing staged below: the window's range starts there
+                log.info("queue %s:%d: offsets [%d, %d) belong to another window or are gone; moving on",
+                         key[0], key[1], state.frontier, start)
+                state.frontier = start
+                state.settled_at_gap = False
             else:
                 return
-            self._add_locked(self._pending.pop(key, ()))
-            self._advance(state)
             self._notify()
 
-    def pending_keys(self) -> set[QueueKey]:
-        """Queues that delivered messages before their start was declared."""
+    def close(self) -> None:
+        """Admit nothing more; returns once every admitted batch was handed to the sink."""
         with self._cond:
-            return set(self._pending)
+            self._closed = True
+            self._cond.wait_for(lambda: self._inflight == 0)
 
-    # -- fed by the consumer (listener threads / loop) -------------------------------------------
-    def add(self, messages: Iterable[MessageExt]) -> None:
+    def fail(self, exc: BaseException) -> None:
+        """Record an error raised on the listener thread (the runner raises it)."""
         with self._cond:
-            if self._add_locked(messages):
-                self._notify()
+            if self.error is None:
+                self.error = exc
+            self._closed = True
+            self._notify()
 
-    def _add_locked(self, messages: Iterable[MessageExt]) -> bool:
-        changed = False
-        for msg in messages:
-            key = (msg.broker_name, msg.queue_id)
+    # -- fed by the consumer's listener thread ----------------------------------------------------
+    def offer(self, batch: ColumnBatch) -> None:
+        """Admit what of ``batch`` continues its queue's frontier, within the bounds; stage it."""
+        key = (batch.mq.broker_name, batch.mq.queue_id)
+        if key not in self._high_water:
+            return  # a queue created after the snapshot is not part of this window
+        if not self.known(key) and self._resolve_start is not None:
+            self.set_start(key, self._resolve_start(key))
+        with self._cond:
             state = self._queues.get(key)
-            if state is None:
-                if key in self._high_water:
-                    self._pending.setdefault(key, []).append(msg)
-                    changed = True  # wake the runner: it declares the queue's start
-                continue  # a queue created after the snapshot is not part of this window
-            off = msg.queue_offset
-            # below the start (committed earlier), at/after the high-water mark or a redelivery
-            if off < state.start or off >= state.high_water or off in state.received:
-                continue
-            state.received[off] = msg if self._tags is None or msg.tags in self._tags else None
-            self._advance(state)
-            changed = True
-        return changed
+            if state is None or self._closed:
+                return
+            gap = batch.first_offset > state.frontier and batch.last_offset >= state.frontier
+        if gap and self._resolve_floor is not None:
+            self.set_start(key, self._resolve_floor(key))
+        with self._cond:
+            if self._closed:
+                return
+            admitted = self._admit(key, state, batch)
+            if admitted is None:
+                return
+            self._inflight += 1
+        try:
+            self._sink(admitted)
+        finally:
+            with self._cond:
+                self._inflight -= 1
+                self._cond.notify_all()
+
+    def _admit(self, key: QueueKey, state: _QueueState, batch: ColumnBatch) -> ColumnBatch | None:
+        frontier = state.frontier
+        offsets = batch.queue_offsets
+        if state.complete or batch.last_offset < frontier:
+            return None  # settled, or a redelivery of what is accounted for
+        if offsets[0] > frontier:
+            log.warning("queue %s:%d: next offset %d, but the consumer delivered %d..%d; the queue is settled "
+                        "at %d for this window", key[0], key[1], frontier, offsets[0], offsets[-1], frontier)
+            state.settled_at_gap = True
+            self._notify()
+            return None
+        tags = self._tags
+        count = batch.count
+        if (tags is None and self._max_bytes is None and offsets[0] == frontier
+                and batch.last_offset < state.high_water):
+            # the common case, in O(1): the batch continues the frontier; only max_messages may cut it
+            take_n = count
+            if self._max_messages is not None:
+                take_n = min(count, self._max_messages - self._staged)
+                if take_n < count:
+                    self._bound_reached = True
+            if take_n <= 0:
+                return None
+            size = batch.body_bytes if take_n == count else sum(batch.body_sizes[:take_n])
+            self._staged += take_n
+            self._staged_bytes += size
+            state.messages += take_n
+            state.bytes += size
+            if self._max_messages is not None and self._staged >= self._max_messages:
+                self._bound_reached = True
+            state.frontier = offsets[take_n] if take_n < count else batch.last_offset + 1
+            self._notify(wake=state.complete or self._bound_reached)
+            return batch if take_n == count else batch.select(range(take_n))
+        # the part continuing the frontier, below the high-water mark (the consumer's stop offsets
+        # should already guarantee the latter)
+        idx = [i for i, off in enumerate(offsets) if frontier <= off < state.high_water]
+        if tags is not None:
+            all_tags = batch.tags()
+            matching = [i for i in idx if all_tags[i] in tags]
+        else:
+            matching = idx
+        take = []
+        covered = offsets[idx[-1]] + 1 if idx else frontier
+        sizes = batch.body_sizes
+        for i in matching:
+            size = sizes[i]
+            if self._max_messages is not None and self._staged >= self._max_messages:
+                self._bound_reached = True
+            # the byte bound never leaves a window empty (a single huge message still moves)
+            elif self._max_bytes is not None and self._staged_bytes + size > self._max_bytes and self._staged:
+                self._bound_reached = True
+            if self._bound_reached:
+                covered = offsets[i]  # everything before this message is accounted for
+                break
+            take.append(i)
+            self._staged += 1
+            self._staged_bytes += size
+            state.messages += 1
+            state.bytes += size
+        if not self._bound_reached and (
+                (self._max_messages is not None and self._staged >= self._max_messages)
+                or (self._max_bytes is not None and self._staged_bytes >= self._max_bytes)):
+            self._bound_reached = True
+        state.frontier = max(frontier, covered)
+        # progress is counted, but the runner is only woken when its decision may change
+        self._notify(wake=state.complete or self._bound_reached)
+        return batch.select(take)
 
     # -- queries -------------------------------------------------------------------------------
     def bound_reached(self) -> bool:
-        """Whether the contiguous prefixes already hold ``max_messages``/``max_bytes`` worth of messages
-        (messages received beyond a gap do not count: they could not be staged yet)."""
+        """Whether ``max_messages``/``max_bytes`` worth of messages were staged."""
         with self._cond:
-            return (self._max_messages is not None and self._matched >= self._max_messages) or (
-                self._max_bytes is not None and self._matched_bytes >= self._max_bytes
-            )
+            return self._bound_reached
 
     def complete(self, keys: Iterable[QueueKey]) -> bool:
-        """Whether every queue in ``keys`` has a start and reached its high-water mark."""
+        """Whether every queue in ``keys`` has a start and reached its high-water mark (or is settled)."""
         with self._cond:
             return all(k in self._queues and self._queues[k].complete for k in keys)
 
+    def frontiers(self) -> dict[QueueKey, int]:
+        with self._cond:
+            return {k: s.frontier for k, s in self._queues.items()}
+
     @property
     def version(self) -> int:
-        """Bumped by every delivery, start change or notification (progress detection)."""
+        """Bumped by every admitted batch, start change or notification (progress detection)."""
         with self._cond:
             return self._version
 
     def wait_for_change(self, timeout: float) -> None:
-        """Block until a message arrives or a start changes (or ``timeout`` passes)."""
+        """Block until a queue completes, a bound is reached, a start changes or `notify` is called
+        (or ``timeout`` passes). Admitted batches only bump `version` (the runner polls it)."""
         with self._cond:
             seen = self._version
             self._cond.wait_for(lambda: self._version != seen, timeout)
@@ -173,66 +277,19 @@ class WindowCollector:
         with self._cond:
             self._notify()
 
-    def take(self) -> list[QueueSlice]:
-        """The window's content: per queue the contiguous prefix, trimmed to the count/byte bounds.
-
-        Bounds are shared between queues round-robin (one message from each queue in turn),
-        so that a bounded window advances every queue instead of draining one first.
-        """
+    def slices(self) -> list[QueueSlice]:
+        """The window's content per queue, sorted by queue."""
         with self._cond:
-            keys = sorted(self._queues)
-            prefixes = {k: self._prefix(self._queues[k]) for k in keys}
-            taken: dict[QueueKey, int] = {k: 0 for k in keys}  # offsets taken, filtered ones included
-            staged: dict[QueueKey, list[MessageExt]] = {k: [] for k in keys}
-            budget_n = self._max_messages
-            budget_b = self._max_bytes
-            active = [k for k in keys if prefixes[k]]
-            while active:
-                still = []
-                for k in active:
-                    prefix = prefixes[k]
-                    # filtered-out offsets cost nothing: take them together with the next match
-                    while taken[k] < len(prefix) and prefix[taken[k]] is None:
-                        taken[k] += 1
-                    if taken[k] >= len(prefix):
-                        continue
-                    msg = prefix[taken[k]]
-                    assert msg is not None
-                    size = len(msg.body)
-                    if budget_n is not None and budget_n <= 0:
-                        continue
-                    # the byte bound never leaves a window empty (a single huge message still moves)
-                    if budget_b is not None and budget_b < size and any(staged.values()):
-                        continue
-                    staged[k].append(msg)
-                    taken[k] += 1
-                    if budget_n is not None:
-                        budget_n -= 1
-                    if budget_b is not None:
-                        budget_b -= size
-                    still.append(k)
-                active = still
-            return [
-                QueueSlice(key=k, start=self._queues[k].start, end=self._queues[k].start + taken[k],
-                           high_water=self._queues[k].high_water, messages=staged[k])
-                for k in keys
-            ]
+            return [QueueSlice(key=k, start=s.start, end=s.frontier, high_water=s.high_water,
+                               messages=s.messages, bytes=s.bytes) for k, s in sorted(self._queues.items())]
 
-    # -- internals -----------------------------------------------------------------------------
-    @staticmethod
-    def _prefix(state: _QueueState) -> list[MessageExt | None]:
-        return [state.received[o] for o in range(state.start, state.next_offset)]
+    @property
+    def staged(self) -> tuple[int, int]:
+        """(messages, body bytes) admitted so far."""
+        with self._cond:
+            return self._staged, self._staged_bytes
 
-    def _advance(self, state: _QueueState) -> None:
-        while state.next_offset < state.high_water and state.next_offset in state.received:
-            self._count(state.received[state.next_offset], 1)
-            state.next_offset += 1
-
-    def _count(self, msg: MessageExt | None, sign: int) -> None:
-        if msg is not None:
-            self._matched += sign
-            self._matched_bytes += sign * len(msg.body)
-
-    def _notify(self) -> None:
+    def _notify(self, wake: bool = True) -> None:
         self._version += 1
-        self._cond.notify_all()
+        if wake:
+            self._cond.notify_all()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -108,10 +108,11 @@ def commit_manifest(admin: OffsetAdmin, manifest: WindowManifest) -> dict[str, i
     return commit_offsets(admin, manifest.consumer_group, manifest_ends(manifest))
 
 
-def commit_manifest_files(admin: OffsetAdmin, paths: Iterable[str | os.PathLike[str]]) -> dict[str, int]:
-    """Read and validate each manifest, then commit them all; every manifest is checked first,
-    so a corrupt one commits nothing."""
-    manifests = [read_manifest(p, verify_files=False) for p in paths]
+def commit_manifest_files(admin: OffsetAdmin, paths: Iterable[str | os.PathLike[str]], *,
+                          storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Read and validate each manifest (path or URL), then commit them all; every manifest is
+    checked first, so a corrupt one commits nothing."""
+    manifests = [read_manifest(p, verify_files=False, storage_options=storage_options) for p in paths]
     moved: dict[str, int] = {}
     for manifest in manifests:
         for key, offset in commit_manifest(admin, manifest).items():

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_rocketmq.client.errors import RocketMQError
+from airflow_provider_rocketmq.window.staging import StagingLocation, fsync_dir, is_url
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -159,20 +160,6 @@ def new_window_id() -> str:
 
 # --- durability helpers ---------------------------------------------------------------------------
 
-def fsync_dir(directory: str | os.PathLike[str]) -> None:
-    """fsync a directory so a rename inside it survives a crash (no-op where unsupported)."""
-    try:
-        fd = os.open(os.fspath(directory), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; the rename is still atomic
-    finally:
-        os.close(fd)
-
-
 def _atomic_write(target: Path, write: Any) -> None:
     """Write through ``write(tmp_path)`` into a temp file next to ``target``, fsync, rename, fsync dir."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -206,46 +193,73 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 # --- manifest I/O -----------------------------------------------------------------------------------
 
-def write_manifest(manifest: WindowManifest, path: str | os.PathLike[str]) -> Path:
+def _split_manifest_location(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None,
+                              ) -> tuple[StagingLocation, str]:
+    """``.../manifest.json`` or a window directory (local or URL) -> (the directory, the file name)."""
+    text = os.fspath(path)
+    if is_url(text):
+        head, _, tail = text.rstrip("/").rpartition("/")
+        if tail.endswith(".json"):
+            return StagingLocation(head, storage_options), tail
+        return StagingLocation(text, storage_options), MANIFEST_NAME
+    p = Path(text.removeprefix("file://"))
+    if p.is_dir():
+        return StagingLocation(p), MANIFEST_NAME
+    return StagingLocation(p.parent), p.name
+
+
+def manifest_url(path: str | os.PathLike[str]) -> str:
+    """The manifest file a path or URL designates (a window directory -> its ``manifest.json``)."""
+    location, name = _split_manifest_location(path, None)
+    return location.url(name)
+
+
+def staged_file_urls(manifest_path: str | os.PathLike[str], manifest: WindowManifest) -> list[str]:
+    """Where each file of ``manifest`` lives: its ``path`` resolved against the manifest's directory
+    (local paths stay paths; remote ones are URLs with the manifest's scheme)."""
+    location, _ = _split_manifest_location(manifest_path, None)
+    return [location.url(f.path) for f in manifest.files]
+
+
+def write_manifest(manifest: WindowManifest, path: str | os.PathLike[str], *,
+                   storage_options: Mapping[str, Any] | None = None) -> Path | str:
     """Validate (without re-hashing files) and write ``manifest`` atomically to ``path``.
 
-    ``path`` may be a directory, in which case ``manifest.json`` inside it is used.
+    ``path`` may be a directory (local or URL), in which case ``manifest.json`` inside it is
+    used. Locally: temp file + fsync + rename + directory fsync; on an object store the
+    object appears only once its upload completed. Returns the manifest's `Path` (local) or URL.
     """
-    target = Path(path)
-    if target.is_dir():
-        target = target / MANIFEST_NAME
-    validate_manifest(manifest, target.parent, verify_files=False, path=target)
+    location, name = _split_manifest_location(path, storage_options)
+    target = location.url(name)
+    validate_manifest(manifest, location, verify_files=False, path=target)
     text = json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n"
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-
-    _atomic_write(target, write)
-    return target
+    location.make_dirs()
+    location.write_bytes(name, text.encode("utf-8"))
+    return location.path / name if location.local else target
 
 
-def read_manifest(path: str | os.PathLike[str], *, verify_files: bool = True) -> WindowManifest:
-    """Read and validate a manifest; with ``verify_files`` also check every file's size, sha256, rows."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / MANIFEST_NAME
+def read_manifest(path: str | os.PathLike[str], *, verify_files: bool = True,
+                  storage_options: Mapping[str, Any] | None = None) -> WindowManifest:
+    """Read and validate a manifest (path, window directory or URL); with ``verify_files`` also
+    check every file's size, sha256 and rows."""
+    location, name = _split_manifest_location(path, storage_options)
+    where = location.url(name)
     try:
-        raw = p.read_bytes()
+        raw = location.read_bytes(name)
     except FileNotFoundError:
-        raise ManifestError("manifest", "file not found", path=p) from None
+        raise ManifestError("manifest", "file not found", path=where) from None
     except OSError as exc:
-        raise ManifestError("manifest", f"cannot read: {exc}", path=p) from exc
+        raise ManifestError("manifest", f"cannot read: {exc}", path=where) from exc
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ManifestError("manifest", f"not valid JSON ({exc})", path=p) from None
-    manifest = WindowManifest.from_dict(data, path=p)
-    validate_manifest(manifest, p.parent, verify_files=verify_files, path=p)
+        raise ManifestError("manifest", f"not valid JSON ({exc})", path=where) from None
+    manifest = WindowManifest.from_dict(data, path=where)
+    validate_manifest(manifest, location, verify_files=verify_files, path=where)
     return manifest
 
 
-def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str], *,
+def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str] | StagingLocation, *,
                       verify_files: bool = True, path: str | os.PathLike[str] | None = None) -> None:
     """Check the manifest's invariants; raise `ManifestError` naming the first bad field.
 
@@ -257,7 +271,8 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
     exists with the recorded size and SHA-256, and (when pyarrow is importable) the
     recorded rows.
     """
-    where = path if path is not None else base_dir
+    location = base_dir if isinstance(base_dir, StagingLocation) else StagingLocation(base_dir)
+    where = path if path is not None else location.location
     if manifest.version != MANIFEST_VERSION:
         raise ManifestError("version", f"unsupported manifest version {manifest.version!r}", path=where)
     for name in ("window_id", "topic", "consumer_group"):
@@ -302,12 +317,11 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
     row_total = sum(fe.rows for fe in manifest.files)
     if row_total != manifest.messages:
         raise ManifestError("messages", f"{manifest.messages} != sum of file rows {row_total}", path=where)
-    base = Path(base_dir).resolve()
     paths: set[str] = set()
     for i, fe in enumerate(manifest.files):
         f = f"files[{i}]"
         rel = Path(fe.path)
-        if not fe.path or rel.is_absolute() or ".." in rel.parts:
+        if not fe.path or rel.is_absolute() or ".." in rel.parts or "://" in fe.path:
             raise ManifestError(f + ".path", f"{fe.path!r} must be a relative path inside the window "
                                 "directory", path=where)
         if fe.path in paths:
@@ -318,17 +332,17 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
         if len(fe.sha256) != 64 or any(c not in "0123456789abcdef" for c in fe.sha256):
             raise ManifestError(f + ".sha256", "must be 64 lowercase hex digits", path=where)
         if verify_files:
-            _verify_file(base / rel, fe, f, where)
+            _verify_file(location, fe, f, where)
 
 
-def _verify_file(full: Path, fe: FileEntry, f: str, where: Any) -> None:
+def _verify_file(location: StagingLocation, fe: FileEntry, f: str, where: Any) -> None:
     try:
-        size = full.stat().st_size
+        size = location.size(fe.path)
     except FileNotFoundError:
         raise ManifestError(f + ".path", f"{fe.path} does not exist", path=where) from None
     if size != fe.bytes:
         raise ManifestError(f + ".bytes", f"{fe.path} has {size} bytes, manifest says {fe.bytes}", path=where)
-    digest = file_sha256(full)
+    digest = location.sha256(fe.path)
     if digest != fe.sha256:
         raise ManifestError(f + ".sha256", f"{fe.path} checksum mismatch (file {digest[:12]}..., "
                             f"manifest {fe.sha256[:12]}...)", path=where)
@@ -338,7 +352,8 @@ def _verify_file(full: Path, fe: FileEntry, f: str, where: Any) -> None:
     except ImportError:
         return  # the checksum already pins the content; the row count is the writer's bookkeeping
     try:
-        rows = pq.read_metadata(full).num_rows
+        with location.open_read(fe.path) as fh:
+            rows = pq.read_metadata(fh).num_rows
     except (pa.ArrowException, OSError) as exc:  # ArrowInvalid and friends for non-Parquet bytes
         raise ManifestError(f + ".path", f"{fe.path} is not a readable Parquet file ({exc})",
                             path=where) from None
@@ -353,26 +368,15 @@ STAGED_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags
 
 
 def staged_schema() -> pa.Schema:
-    """The staged Parquet schema (docs/CONTRACTS.md); `STAGED_SCHEMA` is the same object."""
+    """The staged Parquet schema: `MESSAGE_SCHEMA` (client/columnar.py) + ``window_id``;
+    `STAGED_SCHEMA` is the same object."""
     global _SCHEMA
     if _SCHEMA is None:
         import pyarrow as pa
 
-        _SCHEMA = pa.schema([
-            pa.field("topic", pa.string(), nullable=False),
-            pa.field("broker", pa.string(), nullable=False),
-            pa.field("queue_id", pa.int32(), nullable=False),
-            pa.field("queue_offset", pa.int64(), nullable=False),
-            pa.field("msg_id", pa.string()),
-            pa.field("tags", pa.string()),
-            pa.field("keys", pa.string()),
-            pa.field("properties", pa.map_(pa.string(), pa.string())),
-            pa.field("born_timestamp", pa.int64()),
-            pa.field("store_timestamp", pa.int64()),
-            pa.field("reconsume_times", pa.int32()),
-            pa.field("body", pa.binary()),
-            pa.field("window_id", pa.string(), nullable=False),
-        ])
+        from airflow_provider_rocketmq.client.columnar import message_schema
+
+        _SCHEMA = message_schema().append(pa.field("window_id", pa.string(), nullable=False))
     return _SCHEMA
 
 

@@ -1,16 +1,24 @@
-"""Consume one bounded window with a push consumer and stage it durably (no Airflow imports).
+"""Consume one bounded window with a push consumer and stage it as it goes (no Airflow imports).
 
 Steps (ARCHITECTURE.md, "Bounded windows and hand-off"):
 
-1. snapshot the high-water mark (max offset) of every queue of the topic;
-2. run a push consumer of the group (``enable_offset_commit=False``) until every
-   queue it owns reached its mark, or a bound (messages, bytes, duration) is hit;
-3. shut the consumer down, write Parquet files and the manifest durably;
-4. optionally commit the manifest's end offsets (never backwards).
+1. snapshot the high-water mark (max offset) of every queue of the topic; they become
+   the consumer's stop offsets, so it never pulls past them;
+2. run a push consumer of the group (``enable_offset_commit=False``, batch listener
+   with the columnar decoder) until every queue it owns reached its mark, or a bound
+   (messages, bytes, duration) is hit. Each queue's contiguous prefix is streamed to
+   Parquet part files by a writer thread as it advances (`collector.py`, `writer.py`):
+   memory holds the consumer's flow-control caches, the writer's bounded queue and one
+   row group, whatever the size of the window;
+3. publish the last part file, then write the manifest: the commit point. Locally a
+   file is fsynced and renamed into place, on an object store it appears when its upload
+   completes (`staging.py`); part files without a manifest are never trusted;
+4. optionally commit the manifest's end offsets (never backwards), then shut down.
 
-A re-run with the same staging directory finds the manifest already written and
-returns it (committing again if asked), so retrying a task neither loses nor
-duplicates a window.
+A re-run with the same staging location finds the manifest already written and
+returns it (committing again if asked); without a manifest it removes the earlier
+attempt's part files and consumes again. What is committed was staged first, so
+nothing is lost as long as the staging location keeps what was written to it.
 """
 
 from __future__ import annotations
@@ -19,15 +27,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from airflow_provider_rocketmq.client.columnar import ColumnBatch, decode_columns
 from airflow_provider_rocketmq.client.config import RETRY_PREFIX
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumeStatus
-from airflow_provider_rocketmq.client.errors import ConfigError
-from airflow_provider_rocketmq.client.message import MessageExt
+from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
 from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.window.collector import (
     QueueKey,
@@ -41,13 +49,12 @@ from airflow_provider_rocketmq.window.manifest import (
     FileEntry,
     QueueRange,
     WindowManifest,
-    fsync_dir,
     new_window_id,
     read_manifest,
-    staged_row,
     write_manifest,
-    write_parquet_file,
 )
+from airflow_provider_rocketmq.window.staging import StagingLocation
+from airflow_provider_rocketmq.window.writer import PART_PREFIX, PART_SUFFIX, StagingWriter
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +73,22 @@ class WindowAdmin(OffsetAdmin, Protocol):
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
 
 
-Listener = Callable[[list[MessageExt], Any], ConsumeStatus]
+# register it with `register_window_listener`
+Listener = Callable[[ColumnBatch, Any], ConsumeStatus]
 ConsumerFactory = Callable[[Listener], Any]  # returns a subscribed, not started PushConsumer
+
+# ConsumerConfig defaults of a window's consumer (overridable): the flow-control cache of the whole
+# topic is bounded (64 MiB), whatever the number of queues (the default bounds each queue to 100 MiB)
+WINDOW_CONSUMER_DEFAULTS: dict[str, Any] = {"pull_threshold_size_for_topic": 64}
+
+
+class WindowCancelledError(RocketMQError):
+    """The window was stopped from outside (`run_window`'s ``cancel``): nothing was committed."""
+
+
+def register_window_listener(consumer: Any, listener: Listener) -> None:
+    """Attach the window's listener to a push consumer: one call per pulled batch, decoded to columns."""
+    consumer.register_batch_listener(listener, decode_columns)
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,10 @@ class WindowSpec:
     ``settle_time`` > 0 (mapped instances): the member joins the group suspended and
     only takes queues once the group's membership has been stable that long, so members
     started together split the queues instead of each reading all of them first.
+    ``staging_dir`` is a local directory or a URL (``s3://bucket/prefix/window``, ...)
+    read and written through fsspec with ``storage_options``. ``rows_per_file`` bounds a
+    part file, ``row_group_bytes`` the pulled data grouped into one Parquet row group,
+    ``queue_bytes`` the pulled data waiting for the writer thread (back-pressure).
     """
 
     topic: str
@@ -93,7 +118,10 @@ class WindowSpec:
     max_bytes: int | None = None
     max_duration: float | None = None
     commit: bool = True
-    rows_per_file: int = 100_000
+    rows_per_file: int = 5_000_000
+    row_group_bytes: int = 8 << 20
+    queue_bytes: int = 8 << 20
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
     assignment_timeout: float = 60.0
     idle_timeout: float = 120.0
     settle_time: float = 0.0
@@ -107,7 +135,7 @@ class WindowSpec:
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(name, "must be a non-empty string")
         parse_tag_expression(self.expression)
-        for name in ("max_messages", "max_bytes", "rows_per_file"):
+        for name in ("max_messages", "max_bytes", "rows_per_file", "row_group_bytes", "queue_bytes"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(name, f"must be a positive integer, got {value!r}")
@@ -145,21 +173,27 @@ def run_window(
     consumer_factory: ConsumerFactory,
     *,
     namesrv: str = "",
+    cancel: threading.Event | None = None,
 ) -> WindowResult:
-    """Consume, stage and (per ``spec.commit``) commit one window; see the module docstring."""
+    """Consume, stage and (per ``spec.commit``) commit one window; see the module docstring.
+
+    Setting ``cancel`` (e.g. from an operator's ``on_kill``) stops the window promptly: the
+    consumer is shut down, no manifest is written and nothing is committed
+    (`WindowCancelledError`).
+    """
     spec.validate()
-    staging = Path(spec.staging_dir)
-    manifest_path = staging / MANIFEST_NAME
-    if manifest_path.exists():
-        manifest = read_manifest(manifest_path, verify_files=True)
+    staging = StagingLocation(spec.staging_dir, spec.storage_options)
+    manifest_path = staging.url(MANIFEST_NAME)
+    if staging.exists(MANIFEST_NAME):
+        manifest = read_manifest(manifest_path, verify_files=True, storage_options=spec.storage_options)
         if spec.window_id is not None and manifest.window_id != spec.window_id:
             # a fixed staging path shared by runs would otherwise replay one window forever
-            raise ConfigError("staging_path", f"{staging} already holds window {manifest.window_id!r}, not "
-                              f"{spec.window_id!r}; use a directory per run (e.g. include {{{{ run_id }}}})")
+            raise ConfigError("staging_path", f"{staging.location} already holds window {manifest.window_id!r}, "
+                              f"not {spec.window_id!r}; use a directory per run (e.g. include {{{{ run_id }}}})")
         log.info("window %s already staged at %s (%d messages): reusing it", manifest.window_id,
                  manifest_path, manifest.messages)
         committed = commit_manifest(admin, manifest) if spec.commit else None
-        return WindowResult(str(manifest_path), manifest.messages, manifest.bytes, manifest.window_id,
+        return WindowResult(manifest_path, manifest.messages, manifest.bytes, manifest.window_id,
                             reused=True, committed=committed)
 
     window_id = spec.window_id or new_window_id()
@@ -167,20 +201,35 @@ def run_window(
     queues = {(mq.broker_name, mq.queue_id): mq for mq in hwm_by_mq}
     log.info("window %s: high-water marks of %s: %s", window_id, spec.topic,
              {str(mq): off for mq, off in sorted(hwm_by_mq.items())})
+    _clear_leftovers(staging)
+    writer = StagingWriter(staging, window_id, rows_per_file=spec.rows_per_file,
+                           row_group_bytes=spec.row_group_bytes, queue_bytes=spec.queue_bytes).start()
     collector = WindowCollector(
         {(mq.broker_name, mq.queue_id): off for mq, off in hwm_by_mq.items()},
+        sink=writer.put,
         tags=parse_tag_expression(spec.expression),
         max_messages=spec.max_messages,
         max_bytes=spec.max_bytes,
+        resolve_start=lambda key: _initial_offset(spec, admin, queues[key], hwm_by_mq[queues[key]]),
+        resolve_floor=lambda key: _floor(spec, admin, queues[key]),
     )
-    consumer = _consume(spec, admin, consumer_factory, collector, queues)
+    consumer = None
     try:
-        slices = collector.take()
-        manifest = _stage(spec, window_id, slices, namesrv)
-        path = write_manifest(manifest, manifest_path)
+        consumer = _consume(spec, admin, consumer_factory, collector, queues, hwm_by_mq, cancel)
+        collector.close()  # every admitted batch is with the writer
+        if collector.error is not None:
+            raise collector.error
+        _check_cancel(cancel)
+        files = writer.close()
+        manifest = _manifest(spec, window_id, collector.slices(), files, namesrv)
+        _check_cancel(cancel)
+        path = write_manifest(manifest, manifest_path, storage_options=spec.storage_options)
         log.info("window %s staged: %d messages, %d bytes, %d files -> %s", window_id, manifest.messages,
                  manifest.bytes, len(manifest.files), path)
         committed = commit_manifest(admin, manifest) if spec.commit else None
+    except BaseException:
+        writer.abort()
+        raise
     finally:
         if consumer is not None:
             _shutdown_bounded(consumer, spec.shutdown_timeout)
@@ -206,19 +255,24 @@ class _Assignment:
             self.collector.notify()
 
 
+def _check_cancel(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise WindowCancelledError("the window was cancelled: no manifest written, nothing committed")
+
+
 def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFactory,
-             collector: WindowCollector, queues: dict[QueueKey, MessageQueue]) -> Any:
+             collector: WindowCollector, queues: dict[QueueKey, MessageQueue],
+             hwm_by_mq: dict[MessageQueue, int], cancel: threading.Event | None) -> Any:
     """Run the consumer until the window is complete; returns it suspended (None: nothing to read)."""
 
-    def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
-        mq = getattr(ctx, "message_queue", None)
-        if mq is not None:
-            if mq.topic.startswith(RETRY_PREFIX):
-                return ConsumeStatus.CONSUME_SUCCESS  # redeliveries of older windows are not ours
-            for m in msgs:
-                if not m.broker_name:
-                    m.broker_name = mq.broker_name
-        collector.add(msgs)
+    def listener(batch: ColumnBatch, ctx: Any) -> ConsumeStatus:
+        # always "success": a failure status would send the messages back to the group's retry topic;
+        # an error is recorded instead, the runner raises it and nothing is committed
+        try:
+            if not batch.mq.topic.startswith(RETRY_PREFIX):  # redeliveries of older windows are not ours
+                collector.offer(batch)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the runner thread
+            collector.fail(exc)
         return ConsumeStatus.CONSUME_SUCCESS
 
     if not queues:
@@ -227,20 +281,25 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
     consumer = consumer_factory(listener)
     try:  # from here on, every way out shuts the consumer down (or returns it to the caller, who does)
         consumer.on_assignment(assignment)
+        # the consumer never pulls a queue past its high-water mark (nor trims a batch after it)
+        consumer.set_stop_offsets(dict(hwm_by_mq))
         if spec.settle_time > 0:
             consumer.suspend()  # heartbeats register the member; no rebalance until resume()
         consumer.start()
         if spec.settle_time > 0:
-            _settle(spec, admin)
+            _settle(spec, admin, cancel)
             consumer.resume()
         started = time.monotonic()  # bounds count from the moment queues may be taken
         deadline = started + spec.max_duration if spec.max_duration else None
         last_recheck = last_progress = time.monotonic()
         seen_version = collector.version
         while True:
+            _check_cancel(cancel)
+            if collector.error is not None:
+                break
             allocated = assignment.queues
             owned = {k for k in allocated if k in queues} if allocated is not None else set()
-            for key in sorted((owned | collector.pending_keys()) - _known(collector, queues)):
+            for key in sorted(owned - _known(collector, queues)):
                 collector.set_start(key, _initial_offset(spec, admin, queues[key], collector.high_water(key)))
             now = time.monotonic()
             if collector.bound_reached():
@@ -265,10 +324,13 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
             if now - last_recheck >= _RECHECK_STALLED:
                 last_recheck = now
                 _recheck_starts(spec, admin, collector, queues, owned)
-            wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
+            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
             collector.wait_for_change(wait)
-        # stop pulling but stay a member, still holding the queues: a sibling must not take them
-        # over (and re-read them from the old committed offsets) before this window is committed
+        # pull nothing more (every queue stops at what the window took), but stay a member, still
+        # holding the queues: a sibling must not take them over (and re-read them from the old
+        # committed offsets) before this window is committed
+        frontiers = collector.frontiers()
+        consumer.set_stop_offsets({mq: frontiers.get(k, hwm_by_mq[mq]) for k, mq in queues.items()})
         consumer.suspend()
     except BaseException:
         _shutdown_bounded(consumer, spec.shutdown_timeout)
@@ -280,7 +342,7 @@ def _shutdown_bounded(consumer: Any, timeout: float) -> None:
     """Shut the consumer down, but never let a stuck shutdown hang the task.
 
     Nothing depends on the consumer after the window: it never commits offsets
-    (``enable_offset_commit=False``) and the staged data is already in memory. A
+    (``enable_offset_commit=False``) and the staged data is already written. A
     shutdown that overruns is logged and abandoned (its threads are daemons).
     """
     error: list[BaseException] = []
@@ -301,13 +363,14 @@ def _shutdown_bounded(consumer: Any, timeout: float) -> None:
         log.warning("consumer shutdown failed: %s", error[0])
 
 
-def _settle(spec: WindowSpec, admin: WindowAdmin) -> None:
+def _settle(spec: WindowSpec, admin: WindowAdmin, cancel: threading.Event | None) -> None:
     """Wait until the group's member list has not changed for ``settle_time`` (at most 4x that)."""
     give_up = time.monotonic() + 4 * spec.settle_time
     members = sorted(admin.consumer_ids(spec.consumer_group))
     stable_since = time.monotonic()
     while time.monotonic() < give_up and time.monotonic() - stable_since < spec.settle_time:
         time.sleep(min(0.2, spec.settle_time))  # membership can only be polled (no admin event)
+        _check_cancel(cancel)
         now = sorted(admin.consumer_ids(spec.consumer_group))
         if now != members:
             members, stable_since = now, time.monotonic()
@@ -336,51 +399,37 @@ def _initial_offset(spec: WindowSpec, admin: WindowAdmin, mq: MessageQueue, high
     return high_water  # a new group reading from the last offset has nothing in this window
 
 
+def _floor(spec: WindowSpec, admin: WindowAdmin, mq: MessageQueue) -> int:
+    """Below this offset a queue's messages are in another window (committed) or gone (min offset)."""
+    return max(admin.committed_offset(spec.consumer_group, mq), admin.min_offset(mq))
+
+
 def _recheck_starts(spec: WindowSpec, admin: WindowAdmin, collector: WindowCollector,
                     queues: dict[QueueKey, MessageQueue], owned: set[QueueKey]) -> None:
-    """Re-read the start of every incomplete owned queue (two admin calls each, every
-    ``_RECHECK_STALLED`` seconds): a queue may have been committed past our start by another
+    """Re-read the floor of every incomplete owned queue (two admin calls each, every
+    ``_RECHECK_STALLED`` seconds): a queue may have been committed past our frontier by another
     member (or trimmed by the broker), and the consumer then starts later than we assumed."""
     for key in sorted(owned):
         if collector.complete((key,)):
             continue
-        committed = admin.committed_offset(spec.consumer_group, queues[key])
-        low = admin.min_offset(queues[key])
-        collector.set_start(key, max(committed, low))
+        collector.set_start(key, _floor(spec, admin, queues[key]))
 
 
 # -- staging -----------------------------------------------------------------------------------------
 
-def _chunks(rows: list[MessageExt], size: int) -> Iterator[list[MessageExt]]:
-    for i in range(0, len(rows), size):
-        yield rows[i:i + size]
+def _clear_leftovers(staging: StagingLocation) -> None:
+    """Remove what an attempt that died before its manifest left: part files (never trusted without
+    the manifest that lists them) and temp files of atomic writes."""
+    staging.make_dirs()
+    for name in staging.names():
+        if (name.startswith(PART_PREFIX) and name.endswith(PART_SUFFIX)) or \
+                (name.startswith(".") and name.endswith(".tmp")):
+            log.info("removing %s left by an earlier attempt", staging.url(name))
+            staging.remove(name)
 
 
-def _make_dirs_durably(path: Path) -> None:
-    """``mkdir -p`` that also fsyncs the parent of every directory it creates: the manifest's own
-    fsyncs cover the files inside the window directory, not the directory's entry in its parent
-    (with ``after_staging`` the offsets are committed right after, so the entry must survive a crash)."""
-    created = []
-    p = path
-    while not p.exists():
-        created.append(p)
-        p = p.parent
-    path.mkdir(parents=True, exist_ok=True)
-    for d in reversed(created):
-        fsync_dir(d.parent)
-
-
-def _stage(spec: WindowSpec, window_id: str, slices: list[QueueSlice], namesrv: str) -> WindowManifest:
-    staging = Path(spec.staging_dir)
-    _make_dirs_durably(staging)
-    # left by an attempt that died before its manifest: finished parts and temp files of atomic writes
-    for stale in [*staging.glob("part-*.parquet"), *staging.glob(".*.tmp")]:
-        stale.unlink()
-    messages = [m for s in slices for m in s.messages]
-    files: list[FileEntry] = []
-    for i, chunk in enumerate(_chunks(messages, spec.rows_per_file)):
-        rows = (staged_row(m, window_id) for m in chunk)
-        files.append(write_parquet_file(rows, staging / f"part-{i:05d}.parquet", staging))
+def _manifest(spec: WindowSpec, window_id: str, slices: list[QueueSlice], files: list[FileEntry],
+              namesrv: str) -> WindowManifest:
     return WindowManifest(
         window_id=window_id,
         topic=spec.topic,
@@ -388,16 +437,19 @@ def _stage(spec: WindowSpec, window_id: str, slices: list[QueueSlice], namesrv: 
         expression=spec.expression,
         namesrv=namesrv,
         queues=[QueueRange(broker=s.key[0], queue_id=s.key[1], start_offset=s.start, end_offset=s.end,
-                           high_water=s.high_water, messages=len(s.messages)) for s in slices],
+                           high_water=s.high_water, messages=s.messages) for s in slices],
         files=files,
-        messages=len(messages),
-        bytes=sum(len(m.body) for m in messages),
+        messages=sum(s.messages for s in slices),
+        bytes=sum(s.bytes for s in slices),
     )
 
 
 def default_staging_dir(base: str | os.PathLike[str], *parts: str) -> str:
-    """``base/part/part...`` with every part made safe as a single directory name."""
-    return str(Path(base).joinpath(*(safe_name(p) for p in parts)))
+    """``base/part/part...`` with every part made safe as a single directory name (base: path or URL)."""
+    text = os.fspath(base)
+    if "://" in text:
+        return "/".join([text.rstrip("/"), *(safe_name(p) for p in parts)])
+    return str(Path(text).joinpath(*(safe_name(p) for p in parts)))
 
 
 def safe_name(text: str) -> str:

@@ -19,9 +19,9 @@ No Airflow here (the operator is in ``operators/window.py``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
 from airflow_provider_rocketmq.client.errors import ConfigError
@@ -38,6 +38,7 @@ from airflow_provider_rocketmq.window.manifest import (
     write_manifest,
 )
 from airflow_provider_rocketmq.window.runner import WindowResult
+from airflow_provider_rocketmq.window.staging import StagingLocation
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +61,13 @@ class OffsetsWindow:
 
     topic: str
     consumer_group: str
-    staging_dir: str  # where manifest.json goes
+    staging_dir: str  # where manifest.json goes: a path or a URL (s3://, gs://, file://)
     window_id: str | None = None
     expression: str = "*"
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     consume_timestamp_ms: int | None = None
     max_messages: int | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)  # fsspec options for a URL
 
     def validate(self) -> None:
         for name in ("topic", "consumer_group", "staging_dir"):
@@ -114,10 +116,10 @@ def cap_ranges(ranges: list[tuple[int, int]], max_messages: int | None) -> list[
 def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str = "") -> WindowResult:
     """Write (or, on a re-run, find) the offsets manifest of one window; nothing is consumed."""
     spec.validate()
-    staging = Path(spec.staging_dir)
-    path = staging / MANIFEST_NAME
-    if path.exists():
-        manifest = read_manifest(path, verify_files=False)
+    staging = StagingLocation(spec.staging_dir, spec.storage_options)
+    path = staging.url(MANIFEST_NAME)
+    if staging.exists(MANIFEST_NAME):
+        manifest = read_manifest(path, verify_files=False, storage_options=spec.storage_options)
         if manifest.handoff != HANDOFF_OFFSETS:
             raise ManifestError("handoff", f"{path} holds a {manifest.handoff} window, not an offsets one",
                                 path=path)
@@ -133,7 +135,7 @@ def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str =
     manifest = WindowManifest(window_id=spec.window_id or new_window_id(), topic=spec.topic,
                               consumer_group=spec.consumer_group, expression=spec.expression, namesrv=namesrv,
                               queues=queues, handoff=HANDOFF_OFFSETS)
-    written = write_manifest(manifest, path)
+    written = write_manifest(manifest, path, storage_options=spec.storage_options)
     log.info("offsets window %s: %d offsets on %d queues; manifest %s", manifest.window_id, _offsets(manifest),
              len(queues), written)
     return WindowResult(str(written), _offsets(manifest), 0, manifest.window_id)

@@ -108,7 +108,7 @@ def demo(airflow_env: dict[str, str], embedded_cluster: Any, tmp_path: Path, req
         "ROCKETMQ_DEMO_TOPIC": f"t_{name}",
         "ROCKETMQ_DEMO_GROUP": f"g_{name}",
         "ROCKETMQ_DEMO_OUTPUT": str(tmp_path / "output"),
-        "ROCKETMQ_STAGING_DIR": str(tmp_path / "staging"),
+        "AIRFLOW__ROCKETMQ__STAGING_PATH": str(tmp_path / "staging"),
     }
     yield Demo(env, embedded_cluster.namesrv_addr, f"t_{name}", f"g_{name}", tmp_path / "output",
                tmp_path / "staging")
@@ -176,6 +176,19 @@ def test_failed_load_then_failed_commit_then_lost_staging_never_duplicate_nor_lo
     loaded = demo.loaded_bodies()
     assert len(loaded) == len(set(loaded)) and sorted(loaded) == sorted(produced + more + late)
     assert demo.lag() == 30  # commit_window was not re-run
+
+    # the window's templated fields, rendered by a real `airflow tasks test` from the run's params
+    custom = demo.staging.parent / "custom-staging" / "window"
+    params = {"max_messages": 5, "staging_path": str(custom), "rocketmq_conn_id": "rocketmq_templated",
+              "pull_batch_size": 8}
+    demo.env["AIRFLOW_CONN_ROCKETMQ_TEMPLATED"] = demo.env["AIRFLOW_CONN_ROCKETMQ_DEFAULT"]
+    templated = demo.airflow("tasks", "test", "-t", json.dumps(params), DAG_ID, "consume_window", "2030-01-01")
+    assert templated.returncode == 0, tail(templated)
+    assert read_manifest(custom).messages == 5  # staging_path and max_messages rendered
+    out = templated.stdout + templated.stderr
+    assert "connection rocketmq_templated" in out and "{'max_messages': 5" in out, tail(templated)
+    assert "'pull_batch_size': 8" in out, tail(templated)
+    assert demo.lag() == 30  # after_downstream: nothing committed
 
 
 def test_poke_and_reschedule_sensors_through_the_task_runner(demo: Demo, tmp_path: Path) -> None:

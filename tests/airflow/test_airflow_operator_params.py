@@ -6,7 +6,7 @@ import pytest
 
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator, manifest_paths
-from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
+from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator, _coerce_overrides
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
 from airflow_provider_rocketmq.triggers.lag import RocketMQLagTrigger
 
@@ -59,10 +59,28 @@ def test_window_operator_rejects_bad_parameters(kwargs: dict, field: str) -> Non
     assert err.value.field == field
 
 
-def test_window_operator_templates_its_paths() -> None:
+def test_window_operator_templates_its_paths_limits_connection_and_overrides() -> None:
     op = RocketMQConsumeWindowOperator(task_id="w", topic="T", consumer_group="G",
-                                       staging_path="/s/{{ run_id }}", expression="{{ params.tags }}")
-    assert set(op.template_fields) >= {"topic", "consumer_group", "expression", "staging_path"}
+                                       staging_path="/s/{{ run_id }}", expression="{{ params.tags }}",
+                                       max_messages="{{ params.n }}", max_bytes="{{ params.b }}",
+                                       max_duration="{{ params.d }}", rocketmq_conn_id="{{ params.conn }}",
+                                       consumer_overrides={"pull_batch_size": "{{ params.batch }}"})
+    assert set(op.template_fields) >= {"topic", "consumer_group", "expression", "staging_path", "rocketmq_conn_id",
+                                       "max_messages", "max_bytes", "max_duration", "consumer_overrides"}
+    # what rendering gives (text) becomes numbers; bad text names the field
+    op.max_messages, op.max_bytes, op.max_duration = "1000", "4096", "2.5"
+    assert op._spec_kwargs(mapped=False)["max_messages"] == 1000
+    assert op._spec_kwargs(mapped=False)["max_duration"] == 2.5
+    op.max_messages = "lots"
+    with pytest.raises(ConfigError) as err:
+        op._spec_kwargs(mapped=False)
+    assert err.value.field == "max_messages"
+    assert _coerce_overrides({"pull_batch_size": "64", "consume_from_where": "CONSUME_FROM_LAST_OFFSET",
+                              "post_subscription_when_pull": "True"}) == {
+        "pull_batch_size": 64, "consume_from_where": "CONSUME_FROM_LAST_OFFSET", "post_subscription_when_pull": True}
+    with pytest.raises(ConfigError) as err:
+        _coerce_overrides({"pull_batch_size": "many"})
+    assert err.value.field == "consumer_overrides.pull_batch_size"
 
 
 def test_commit_operator_accepts_paths_and_window_results() -> None:

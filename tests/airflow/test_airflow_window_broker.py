@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def rmq(embedded_cluster: Any, airflow_conn: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A `rocketmq_default` connection to the embedded cluster and a staging base under tmp_path."""
-    monkeypatch.setenv("ROCKETMQ_STAGING_DIR", str(tmp_path / "staging"))
+    monkeypatch.setenv("AIRFLOW__ROCKETMQ__STAGING_PATH", str(tmp_path / "staging"))
     with airflow_conn("rocketmq_default", host=embedded_cluster.namesrv_addr,
                       extra={"client_options": {"instance_name": "airflow-tests"}}):
         yield SimpleNamespace(namesrv=embedded_cluster.namesrv_addr, cluster=embedded_cluster)
@@ -342,3 +343,61 @@ def test_a_staging_path_shared_by_runs_is_refused(rmq: Any, tmp_path: Path) -> N
     with pytest.raises(ConfigError) as err:
         window_op(topic="wt_shared", consumer_group="g_shared", staging_path=fixed).execute(context("r2"))
     assert err.value.field == "staging_path" and "run_id" in str(err.value)
+
+
+def test_without_a_staging_location_the_task_fails_at_once_naming_the_setting(
+        rmq: Any, airflow_conn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_rocketmq.client.errors import ConfigError
+
+    monkeypatch.delenv("AIRFLOW__ROCKETMQ__STAGING_PATH")
+    # a dead name server: the task must fail on the setting before any broker I/O
+    with airflow_conn("rmq_dead_staging", host="127.0.0.1:1", extra={"request_timeout": 30}):
+        op = window_op(topic="wt_nostage", consumer_group="g_nostage", rocketmq_conn_id="rmq_dead_staging")
+        started = time.monotonic()
+        with pytest.raises(ConfigError) as err:
+            op.execute(context("r1"))
+    assert time.monotonic() - started < 5
+    assert err.value.field == "staging_path"
+    assert "[rocketmq] staging_path" in str(err.value) and "AIRFLOW__ROCKETMQ__STAGING_PATH" in str(err.value)
+
+
+def test_on_kill_shuts_the_consumer_down_promptly_and_commits_nothing(rmq: Any, tmp_path: Path) -> None:
+    from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+    from airflow_provider_rocketmq.window.runner import WindowCancelledError
+
+    produce(rmq.namesrv, "wt_kill", 12)
+    before = committed(rmq.namesrv, "g_kill", "wt_kill")
+    rmq.cluster.drop_responses(RequestCode.PULL_MESSAGE)  # the window never completes on its own
+    op = window_op(topic="wt_kill", consumer_group="g_kill", staging_path=str(tmp_path / "w"))
+    outcome: list[BaseException | dict[str, Any]] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append(op.execute(context("r1")))
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            outcome.append(exc)
+        done.set()
+
+    worker = threading.Thread(target=run)
+    try:
+        worker.start()
+        with Admin(ClientConfig(namesrv_addr=rmq.namesrv)) as admin:
+            deadline = time.monotonic() + 30
+            while not admin.consumer_ids("g_kill") and time.monotonic() < deadline:  # the member joined
+                time.sleep(0.05)
+            assert admin.consumer_ids("g_kill")
+            killed_at = time.monotonic()
+            op.on_kill()  # Airflow calls it on "mark failed" / SIGTERM
+            assert done.wait(15)
+            assert time.monotonic() - killed_at < 10
+            assert isinstance(outcome[0], WindowCancelledError), outcome
+            assert admin.consumer_ids("g_kill") == []  # shut down: unregistered from the group
+    finally:
+        rmq.cluster.clear_faults()
+        worker.join(30)
+    assert committed(rmq.namesrv, "g_kill", "wt_kill") == before  # nothing committed
+    assert not (tmp_path / "w" / "manifest.json").exists()
+    # the next attempt stages everything
+    again = window_op(topic="wt_kill", consumer_group="g_kill", staging_path=str(tmp_path / "w2"))
+    assert again.execute(context("r2"))["messages"] == 12

@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_rocketmq.client.message import MessageExt
+from airflow_provider_rocketmq.client.errors import MessageDecodeError
 from airflow_provider_rocketmq.client.queue import MessageQueue
-from airflow_provider_rocketmq.window import runner
+from airflow_provider_rocketmq.window import staging as staging_mod
 from airflow_provider_rocketmq.window.manifest import read_manifest
 from airflow_provider_rocketmq.window.runner import WindowSpec, run_window
+from airflow_provider_rocketmq.window.writer import WriterError
+
+from window_batches import batch, batch_with_bad_properties
 
 MQ = MessageQueue("t", "broker-a", 0)
 
@@ -42,11 +45,15 @@ class FakeAdmin:
 
 
 class FakeConsumer:
-    """Owns MQ once started and delivers offsets [0, deliver) from start()."""
+    """Owns MQ once started and delivers offsets [0, deliver) from start(), in one batch."""
 
     def __init__(self, listener: Any, deliver: int = 0, fail_start: BaseException | None = None) -> None:
         self.listener, self.deliver, self.fail_start = listener, deliver, fail_start
         self.state = "CREATED"
+        self.stop_offsets: list[dict[MessageQueue, int]] = []
+
+    def set_stop_offsets(self, offsets: dict[MessageQueue, int]) -> None:
+        self.stop_offsets.append(dict(offsets))
 
     def on_assignment(self, callback: Any) -> None:
         self.callback = callback
@@ -62,14 +69,8 @@ class FakeConsumer:
         if self.fail_start is not None:
             raise self.fail_start
         self.callback("t", [MQ], [MQ])
-        msgs = []
-        for off in range(self.deliver):
-            m = MessageExt()
-            m.topic, m.broker_name, m.queue_id, m.queue_offset, m.body = "t", "broker-a", 0, off, b"b%d" % off
-            m.born_timestamp, m.store_timestamp, m.reconsume_times = 1, 2, 0
-            m.properties = {"UNIQ_KEY": f"U{off}"}
-            msgs.append(m)
-        self.listener(msgs, type("Ctx", (), {"message_queue": MQ})())
+        if self.deliver:
+            self.listener(batch(("broker-a", 0), range(self.deliver)), type("Ctx", (), {"message_queue": MQ})())
 
     def shutdown(self, timeout: float | None = None) -> None:
         self.state = "SHUTDOWN"
@@ -91,35 +92,53 @@ def test_a_failing_start_still_shuts_the_consumer_down(tmp_path: Path) -> None:
     with pytest.raises(ConnectionError):
         run_window(spec(tmp_path / "w"), admin, factory)
     assert made[0].state == "SHUTDOWN"
-    assert admin.committed == {} and not (tmp_path / "w").exists()
+    # the window directory is made before consuming (parts are streamed into it); nothing is in it
+    assert admin.committed == {} and list((tmp_path / "w").iterdir()) == []
+
+
+def test_an_unusable_staging_location_fails_before_consuming(tmp_path: Path) -> None:
+    made: list[FakeConsumer] = []
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    admin = FakeAdmin(high_water=3)
+    with pytest.raises(OSError):
+        run_window(spec(blocker / "w"), admin, lambda listener: made.append(FakeConsumer(listener)) or made[0])
+    assert made == [] and admin.committed == {}
 
 
 def test_a_failing_stage_shuts_the_consumer_down_and_commits_nothing(tmp_path: Path) -> None:
     made: list[FakeConsumer] = []
 
+    class CorruptConsumer(FakeConsumer):
+        def start(self) -> None:
+            self.state = "RUNNING"
+            self.callback("t", [MQ], [MQ])
+            ctx = type("Ctx", (), {"message_queue": MQ})()
+            self.listener(batch(("broker-a", 0), range(2)), ctx)
+            self.listener(batch_with_bad_properties(("broker-a", 0), 2), ctx)
+
     def factory(listener: Any) -> FakeConsumer:
-        made.append(FakeConsumer(listener, deliver=3))
+        made.append(CorruptConsumer(listener))
         return made[0]
 
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
     admin = FakeAdmin(high_water=3)
-    with pytest.raises(OSError):
-        run_window(spec(blocker / "w"), admin, factory)
+    with pytest.raises(WriterError) as err:
+        run_window(spec(tmp_path / "w"), admin, factory)
+    assert isinstance(err.value.__cause__, MessageDecodeError)
     assert made[0].state == "SHUTDOWN"
-    assert admin.committed == {}
+    assert admin.committed == {} and not (tmp_path / "w" / "manifest.json").exists()
 
 
 def test_staged_window_commits_its_end_and_fsyncs_every_new_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[Path] = []
-    real = runner.fsync_dir
+    real = staging_mod.fsync_dir
 
     def fsync_dir(directory: Any) -> None:
         synced.append(Path(directory))
         real(directory)
 
-    monkeypatch.setattr(runner, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(staging_mod, "fsync_dir", fsync_dir)
     made: list[FakeConsumer] = []
 
     def factory(listener: Any) -> FakeConsumer:
@@ -131,8 +150,10 @@ def test_staged_window_commits_its_end_and_fsyncs_every_new_directory(
     result = run_window(spec(staging), admin, factory)
     assert (result.messages, made[0].state, admin.committed) == (3, "SHUTDOWN", {MQ: 3})
     assert read_manifest(result.manifest).queues[0].end_offset == 3
+    # the consumer never pulls past the snapshot, then stops where the window ended
+    assert made[0].stop_offsets == [{MQ: 3}, {MQ: 3}]
     # each created directory's entry is made durable in its parent
-    assert {tmp_path, tmp_path / "a", tmp_path / "a" / "b"} <= set(synced)
+    assert {tmp_path, tmp_path / "a", tmp_path / "a" / "b", staging} <= set(synced)
 
 
 def test_leftovers_of_an_attempt_that_died_before_its_manifest_are_removed(tmp_path: Path) -> None:

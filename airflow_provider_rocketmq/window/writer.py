@@ -1,0 +1,189 @@
+"""Parquet part files written in a background thread while the window is consumed (no Airflow).
+
+The consumer's listener hands each admitted `ColumnBatch` to `StagingWriter.put`. A
+writer thread groups them until a row group's worth (``row_group_bytes`` of pulled
+data) is waiting, builds the Arrow columns of the whole group at once
+(`to_record_batch`), adds ``window_id`` and writes one row group. pyarrow releases the
+GIL while it encodes and compresses, so this work runs on the second core.
+
+Memory stays bounded whatever the window size: `put` blocks while more than
+``queue_bytes`` of pulled data wait for the thread (back-pressure: the consumer's
+pull loops then stop on their own flow control), and the thread holds at most one
+group plus the row group being encoded. A part file is published (atomically, see
+`staging.py`) once it holds ``rows_per_file`` rows or the window ends; `close`
+returns the entries the manifest lists.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_provider_rocketmq.client.columnar import ColumnBatch, string_column, to_record_batch
+from airflow_provider_rocketmq.window.manifest import FileEntry, staged_schema
+from airflow_provider_rocketmq.window.staging import StagedFile, StagingLocation
+
+log = logging.getLogger(__name__)
+
+_DICTIONARY = ["topic", "broker", "tags", "window_id"]
+_STATISTICS = ["topic", "broker", "queue_id", "queue_offset", "born_timestamp", "store_timestamp", "window_id"]
+
+PART_PREFIX = "part-"
+PART_SUFFIX = ".parquet"
+
+
+def part_name(index: int) -> str:
+    return f"{PART_PREFIX}{index:05d}{PART_SUFFIX}"
+
+
+class WriterError(RuntimeError):
+    """The writer thread failed; ``__cause__`` is what it raised."""
+
+
+class StagingWriter:
+    """Writes the window's batches to Parquet part files in a thread of its own."""
+
+    def __init__(self, location: StagingLocation, window_id: str, *, rows_per_file: int = 5_000_000,
+                 row_group_bytes: int = 8 << 20, queue_bytes: int = 8 << 20, compression: str = "zstd") -> None:
+        self.location = location
+        self.window_id = window_id
+        self.rows_per_file = rows_per_file
+        self.row_group_bytes = row_group_bytes
+        self.queue_bytes = queue_bytes
+        self.compression = compression
+        self.files: list[FileEntry] = []
+        self.rows = 0
+        self.error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._pending: list[ColumnBatch] = []
+        self._pending_bytes = 0
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="rocketmq-window-writer", daemon=True)
+        self._file: StagedFile | None = None
+        self._parquet: Any = None
+        self._file_rows = 0
+
+    def start(self) -> StagingWriter:
+        self._thread.start()
+        return self
+
+    # -- producer side (the consumer's listener) -------------------------------------------------
+    def put(self, batch: ColumnBatch) -> None:
+        """Queue a batch; blocks while the thread is ``queue_bytes`` behind. Raises `WriterError`
+        when the thread failed (nothing more can be staged)."""
+        size = batch.raw_bytes
+        with self._cond:
+            while self._pending_bytes and self._pending_bytes + size > self.queue_bytes and self.error is None:
+                self._cond.wait(1.0)
+            if self.error is not None:
+                raise WriterError(f"staging failed: {self.error}") from self.error
+            if self._closing:
+                raise WriterError("the writer is closed")
+            self._pending.append(batch)
+            self._pending_bytes += size
+            self._cond.notify_all()
+
+    def close(self) -> list[FileEntry]:
+        """Write what is queued, publish the last file, stop the thread; the files written, in order."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        if self.error is not None:
+            raise WriterError(f"staging failed: {self.error}") from self.error
+        return self.files
+
+    def abort(self) -> None:
+        """Stop without publishing the file being written (files already published stay)."""
+        with self._cond:
+            self._closing = True
+            if self.error is None:
+                self.error = WriterError("aborted")
+            self._pending.clear()
+            self._pending_bytes = 0
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+    # -- the thread --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        group: list[ColumnBatch] = []
+        group_bytes = 0
+        try:
+            while True:
+                with self._cond:
+                    while not self._pending and not self._closing:
+                        self._cond.wait()
+                    if self.error is not None:
+                        break
+                    taken, self._pending = self._pending, []
+                    size, self._pending_bytes = self._pending_bytes, 0
+                    closing = self._closing
+                    self._cond.notify_all()
+                group += taken
+                group_bytes += size
+                if group and (group_bytes >= self.row_group_bytes or closing):
+                    self._write_group(group)
+                    group, group_bytes = [], 0
+                if closing and not group:
+                    with self._cond:
+                        if self._pending:
+                            continue
+                    self._finish_file()
+                    break
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by put()/close()
+            log.error("window staging failed: %s", exc)
+            with self._cond:
+                self.error = exc
+                self._pending.clear()
+                self._pending_bytes = 0
+                self._cond.notify_all()
+        finally:
+            if self.error is not None and self._file is not None:
+                self._file.abort()
+                self._file = None
+
+    def _write_group(self, group: Sequence[ColumnBatch]) -> None:
+        import pyarrow as pa
+
+        rb = to_record_batch(group)
+        n = rb.num_rows
+        columns = [*rb.columns, string_column(self.window_id, n)]
+        table = pa.Table.from_batches([pa.RecordBatch.from_arrays(columns, schema=staged_schema())])
+        start = 0
+        while start < n:
+            if self._parquet is None:
+                self._open_file()
+            take = min(n - start, self.rows_per_file - self._file_rows)
+            part = table.slice(start, take)
+            self._parquet.write_table(part, row_group_size=take)
+            self._file_rows += take
+            self.rows += take
+            start += take
+            if self._file_rows >= self.rows_per_file:
+                self._finish_file()
+
+    def _open_file(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        name = part_name(len(self.files))
+        self._file = self.location.open_write(name)
+        # dictionaries where values repeat, statistics where readers prune on them (offsets, times):
+        # a dictionary attempt or min/max over unique ids and bodies costs CPU and buys nothing
+        self._parquet = pq.ParquetWriter(pa.PythonFile(self._file, mode="w"), staged_schema(),
+                                         compression=self.compression, use_dictionary=_DICTIONARY,
+                                         write_statistics=_STATISTICS)
+        self._file_rows = 0
+
+    def _finish_file(self) -> None:
+        if self._parquet is None or self._file is None:
+            return
+        self._parquet.close()
+        self._parquet = None
+        f, self._file = self._file, None
+        f.commit()
+        self.files.append(FileEntry(path=f.name, rows=self._file_rows, bytes=f.size, sha256=f.sha256))
+        log.info("staged %s: %d rows, %d bytes", self.location.url(f.name), self._file_rows, f.size)

@@ -1,0 +1,62 @@
+"""A real S3 API on 127.0.0.1 for tests: moto's server in a subprocess, reached through s3fs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MotoS3:
+    """``moto.server`` on a free port; ``storage_options`` are what fsspec/s3fs need to reach it."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.1)
+        self.storage_options: dict[str, Any] = {
+            "key": "testing", "secret": "testing", "endpoint_url": self.endpoint,
+            "client_kwargs": {"region_name": "us-east-1"}, "skip_instance_cache": True,
+        }
+
+    def filesystem(self) -> Any:
+        import s3fs
+
+        return s3fs.S3FileSystem(**self.storage_options)
+
+    def new_bucket(self, prefix: str = "rmq") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        self.filesystem().call_s3("create_bucket", Bucket=name)
+        return name
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
