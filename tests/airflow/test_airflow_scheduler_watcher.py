@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -41,6 +42,12 @@ with DAG("{DAG_ID}", schedule=[orders], start_date=datetime(2024, 1, 1), catchup
 '''
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def produce(namesrv: str, n: int) -> None:
     with Producer(ClientConfig(namesrv_addr=namesrv)) as producer:
         for i in range(n):
@@ -64,6 +71,9 @@ def airflow_components(embedded_cluster: Any, tmp_path: Path) -> Iterator[tuple[
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
+           # the components' log servers on ports of their own: other suites may run on this machine
+           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
            "AIRFLOW_CONN_ROCKETMQ_DEFAULT": json.dumps({"conn_type": "rocketmq",
                                                         "host": embedded_cluster.namesrv_addr})}
     migrate = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=240,
