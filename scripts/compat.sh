@@ -46,9 +46,20 @@ floors="$("$py" - "$extras" <<'PY'
 import re, sys
 try:
     import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib
-extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+    extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+except ImportError:  # Python 3.10: each extra is `name = [` ... `]`, one quoted requirement per line or inline
+    extras, name = {}, None
+    section = open("pyproject.toml").read().split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    for line in section.splitlines():
+        code = line.split("#", 1)[0]
+        start = re.match(r"\s*([\w-]+)\s*=\s*\[", code)
+        if start:
+            name, code = start[1], code[start.end():]
+            extras[name] = []
+        if name:
+            extras[name] += re.findall(r'"([^"]+)"', code)
+            if code.rstrip().endswith("]"):
+                name = None
 for extra in sys.argv[1].split(","):
     if extra == "test":
         continue  # the test tools are not part of what users get
