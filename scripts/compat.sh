@@ -86,9 +86,15 @@ if [ "$refresh" = 1 ] || [ ! -f "$constraints" ]; then
         $uv pip freeze --python "${venv}/bin/python" --exclude-editable
     } >"$constraints"
 else
-    $uv pip install --quiet --python "${venv}/bin/python" --constraint "$floors_file" \
-        --constraint "$constraints" -e ".[${extras}]" >&2 ||
-        die "the floors no longer install with ${constraints#"$root"/}: refresh it (--refresh-constraints)"
+    if ! $uv pip install --quiet --python "${venv}/bin/python" --constraint "$floors_file" \
+            --constraint "$constraints" -e ".[${extras}]" >&2; then
+        # a floor changed in pyproject.toml since the file was written: still test the floors,
+        # resolving the rest freely, and say how to record the new resolution
+        log "WARNING: the floors do not install with ${constraints#"$root"/} (a floor changed?);" \
+            "resolving without it. Record the new resolution: bash scripts/compat.sh --refresh-constraints"
+        $uv pip install --quiet --python "${venv}/bin/python" --constraint "$floors_file" -e ".[${extras}]" >&2 ||
+            die "the floors of pyproject.toml cannot be installed together (see uv's explanation above)"
+    fi
 fi
 log "installed in $((SECONDS - start)) s: $("${venv}/bin/python" -c 'import importlib.metadata as m
 print(" ".join(f"{d}=={m.version(d)}" for d in ("apache-airflow", "apache-airflow-providers-common-messaging",
