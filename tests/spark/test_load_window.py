@@ -8,6 +8,7 @@ that runs every other load on one session. Each test below checks its part of th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
@@ -32,6 +33,8 @@ from airflow_provider_rocketmq.window.manifest import (
 )
 from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 from tests.spark.conftest import SparkRun, build_window, make_row
+
+from s3_server import MotoS3
 
 STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
 A, B = "broker-a", "broker-b"
@@ -100,8 +103,21 @@ class Runs:
         return self.root / "out" / name
 
 
+def fsspec_env(s3: MotoS3) -> dict[str, str]:
+    """How the Spark job's driver reaches the S3 API: fsspec's configuration through the environment
+    (no secret on the command line)."""
+    opts = {k: v for k, v in s3.storage_options.items() if k != "skip_instance_cache"}
+    return {"FSSPEC_S3": json.dumps(opts)}
+
+
+def upload_window(s3: MotoS3, local: Path, bucket: str, prefix: str) -> str:
+    """Copy a staged window directory to ``s3://bucket/prefix``; return its manifest's URL."""
+    s3.filesystem().put(str(local), f"{bucket}/{prefix}", recursive=True)
+    return f"s3://{bucket}/{prefix}/manifest.json"
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., SparkRun]) -> Runs:
+def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., SparkRun], s3: MotoS3) -> Runs:
     root = tmp_path_factory.mktemp("load")
     r = Runs(root)
     w = lambda name, wid, queues: str(build_window(root / "stage" / name, wid, queues))
@@ -170,10 +186,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
         step("off-1", "offsets", offsets.manifest)
         step("off-2", "offsets", offsets.manifest)
 
+        # a window staged on S3: the driver reads it through fsspec (no s3a:// connector here)
+        bucket = s3.new_bucket("lw")
+        on_s3 = upload_window(s3, build_window(root / "stage" / "s3", "w3", [(A, 0, range(8)), (B, 2, range(5))]).parent,
+                              bucket, "windows/w3")
+        step("s3-1", "s3", on_s3)
+        step("s3-2", "s3", on_s3)
+
         plan.append({"label": "read-overlap", "read": str(r.out("overlap"))})
         plan_file, results_file = root / "plan.json", root / "results.json"
         plan_file.write_text(json.dumps(plan))
-        app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP)
+        app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP, env=fsspec_env(s3))
     assert app.returncode == 0, app.output[-4000:]
     for res in json.loads(results_file.read_text()):
         if "read" in res["label"]:
@@ -334,12 +357,22 @@ def test_offsets_handoff_is_read_from_the_brokers_into_the_same_ledger(runs: Run
     assert s["off-2"].keys == s["off-1"].keys
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_window_staged_on_s3_is_read_by_the_driver(runs: Runs) -> None:
+    first, again = runs.steps["s3-1"], runs.steps["s3-2"]
+    assert first.counts() == {"windows": 1, "rows_in": 13, "rows_out": 13, "duplicates": 0, "already_loaded": 0}
+    assert first.keys == sorted(keys("w3", A, 0, range(8)) + keys("w3", B, 2, range(5)))
+    assert again.counts() == {"windows": 1, "rows_in": 13, "rows_out": 0, "duplicates": 0, "already_loaded": 13}
+    assert again.keys == first.keys
+
+
 # --- without Spark -------------------------------------------------------------------------------
 
-def _run_python(*args: str) -> subprocess.CompletedProcess[str]:
+def _run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     # validation and ledger-only outcomes need no Spark, so plain Python shows them quickly
     return subprocess.run([sys.executable, LOAD_WINDOW_APP, *args], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL, check=False)
+                          timeout=60, stdin=subprocess.DEVNULL, check=False, env={**os.environ, **(env or {})})
 
 
 def test_checksum_mismatch_fails_before_loading(tmp_path: Path) -> None:
@@ -357,6 +390,21 @@ def test_checksum_mismatch_fails_before_loading(tmp_path: Path) -> None:
     assert "files[0].sha256" in errors[0] and "broker-a-1.parquet checksum mismatch" in errors[0]
     assert str(tampered) in errors[0]
     assert not out.exists()  # nothing of the good window was written either
+
+
+def test_tampered_file_on_s3_fails_before_loading(tmp_path: Path, s3: MotoS3) -> None:
+    bucket = s3.new_bucket("lw")
+    url = upload_window(s3, build_window(tmp_path / "w", "w", [(A, 0, range(4))]).parent, bucket, "w")
+    fs = s3.filesystem()
+    data = bytearray(fs.cat_file(f"{bucket}/w/broker-a-0.parquet"))
+    data[len(data) // 2] ^= 0x01
+    fs.pipe_file(f"{bucket}/w/broker-a-0.parquet", bytes(data))
+    run = _run_python("--manifest", url, "--output", str(tmp_path / "out"), env=fsspec_env(s3))
+    assert run.returncode == 2
+    errors = run.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith(f"load_window: error: {url}: files[0].sha256: "), run.stderr
+    assert "broker-a-0.parquet checksum mismatch" in errors[0]
+    assert not (tmp_path / "out").exists()
 
 
 def test_fully_loaded_windows_add_nothing_without_starting_spark(tmp_path: Path) -> None:
