@@ -57,7 +57,9 @@ from airflow_provider_rocketmq.window.manifest import (
     HANDOFF_OFFSETS,
     ManifestError,
     WindowManifest,
+    manifest_url,
     read_manifest,
+    staged_file_urls,
 )
 
 if TYPE_CHECKING:
@@ -112,25 +114,19 @@ def _local(s: str) -> str:
 
 def load_manifests(paths: Sequence[str]) -> list[Staged]:
     """Read and fully verify every manifest (`ManifestError` on the first problem), in load order:
-    by window id, then location, so the same inputs always load the same way."""
+    by window id, then location, so the same inputs always load the same way. Paths and URLs are
+    resolved by window/manifest.py (files relative to their manifest's directory)."""
     out: dict[str, Staged] = {}
     for raw in paths:
-        if _is_url(raw):
-            location = raw if raw.endswith(".json") else raw.rstrip("/") + "/manifest.json"
-            base = location.rsplit("/", 1)[0]
-            manifest = read_manifest(location, verify_files=True)
-            files = tuple(f"{base}/{f.path}" for f in manifest.files)
-        else:
-            p = Path(_local(raw))
-            p = (p / "manifest.json") if p.is_dir() else p
-            location = str(p.resolve())
-            manifest = read_manifest(p, verify_files=True)
-            files = tuple(str((p.parent / f.path).resolve()) for f in manifest.files)
+        location = manifest_url(raw)
+        if not _is_url(location):
+            location = str(Path(_local(location)).resolve())
         if location in out:
             continue  # the same manifest twice would only double rows_in
+        manifest = read_manifest(location, verify_files=True)
         claim = lg.OffsetRanges.of(((manifest.topic, q.broker, q.queue_id), q.start_offset, q.end_offset)
                                    for q in manifest.queues)
-        out[location] = Staged(location, manifest, files, claim)
+        out[location] = Staged(location, manifest, tuple(staged_file_urls(location, manifest)), claim)
     return sorted(out.values(), key=lambda s: (s.manifest.window_id, s.location))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from s3_server import MotoS3
 
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer
 from airflow_provider_rocketmq.client.queue import MessageQueue
@@ -33,8 +34,6 @@ from airflow_provider_rocketmq.window.manifest import (
 )
 from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 from tests.spark.conftest import SparkRun, build_window, make_row
-
-from s3_server import MotoS3
 
 STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
 A, B = "broker-a", "broker-b"
