@@ -123,6 +123,7 @@ def run_id_of(run: subprocess.CompletedProcess[str]) -> str:
                 if "DagRun Finished" in line and "run_id=" in line)
 
 
+@pytest.mark.timeout(900)  # four Spark launches and five Airflow starts: ~8 min on the loaded shared machine
 def test_failed_load_then_failed_commit_then_lost_staging_never_duplicate_nor_lose(
         demo: Demo, embedded_cluster: Any) -> None:
     """Issue 10's scenarios through `airflow dags test` + `spark-submit`, in one test so that Airflow
