@@ -16,7 +16,7 @@ until the state change is complete.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ..batch import BatchDecoder
 from ..errors import AclDeniedError
@@ -28,6 +28,7 @@ from .core import ConsumerCore, check_group, make_config
 from .listener import Listener
 from .offset_store import OffsetPersistReport
 
+T = TypeVar("T")
 AssignmentCallback = Callable[[str, frozenset[MessageQueue], frozenset[MessageQueue]], Any]
 
 
@@ -144,13 +145,13 @@ class PushConsumer:
     def client_id(self) -> str:
         return self._async.client_id
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], T]) -> T:
         """Run a small synchronous action on the loop thread (state lives there)."""
         lt = self._loop_thread
         if lt is None or lt.in_loop_thread:
             return fn()
 
-        async def run() -> Any:
+        async def run() -> T:
             return fn()
         return lt.run(run())
 
@@ -210,7 +211,7 @@ class PushConsumer:
         self._call(self._async.resume)
 
     def assigned_queues(self) -> frozenset[MessageQueue]:
-        return self._call(self._async.assigned_queues)  # type: ignore[no-any-return]
+        return self._call(self._async.assigned_queues)
 
     def on_assignment(self, callback: AssignmentCallback) -> None:
         self._async.on_assignment(callback)
@@ -227,7 +228,7 @@ class PushConsumer:
         self._loop_thread.run(self._async.persist_offsets())
 
     def stats(self) -> dict[str, Any]:
-        return self._call(self._async.stats)  # type: ignore[no-any-return]
+        return self._call(self._async.stats)
 
     @property
     def denied(self) -> AclDeniedError | None:
