@@ -22,12 +22,12 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 try:  # Airflow >= 3.1
     from airflow.sdk import BaseHook
 except ImportError:  # Airflow 3.0
-    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined,unused-ignore]
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined,unused-ignore]  # 3.0's name
 
 try:  # the task SDK's configuration (newer 3.x)
     from airflow.sdk.configuration import conf
 except ImportError:  # pragma: no cover - depends on the installed Airflow
-    from airflow.configuration import conf  # type: ignore[no-redef,unused-ignore]
+    from airflow.configuration import conf  # type: ignore[no-redef,unused-ignore]  # older 3.x's name
 
 __all__ = [
     "BaseEventTrigger",

@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from s3_server import MotoS3
 
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
-
-from s3_server import MotoS3
 
 
 @pytest.fixture

@@ -50,7 +50,6 @@ from .message import (
 from .queue import MessageQueue
 
 if TYPE_CHECKING:
-    import numpy as np
     import pyarrow as pa
 
 __all__ = ["MESSAGE_COLUMNS", "ColumnBatch", "decode_columns", "message_schema", "string_column", "to_record_batch"]
@@ -321,7 +320,7 @@ def _walk(data: bytes) -> tuple[list[int], list[int], list[int], dict[int, bytes
 
 def _properties_of(data: bytes, pos: int) -> bytes:
     """The raw property bytes of the (validated) record at ``pos``."""
-    size, magic, _, sys_flag, body_len = _V4_WALK.unpack_from(data, pos)
+    _size, magic, _, sys_flag, body_len = _V4_WALK.unpack_from(data, pos)
     if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
         p = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
             + (20 if sys_flag & FLAG_STOREHOST_V6 else 8)

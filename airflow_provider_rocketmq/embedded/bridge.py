@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -47,10 +47,24 @@ def bridge(loop: asyncio.AbstractEventLoop | None, coro: Coroutine[Any, Any, T],
     return done
 
 
-def bridged(fn: Callable[..., Coroutine[Any, Any, T]] | None = None, *, wait: bool = True) -> Any:
+# the bridged method returns a coroutine, a result or a future depending on the caller (see above)
+Bridged = Callable[..., Any]
+BridgeDecorator = Callable[[Callable[..., Coroutine[Any, Any, Any]]], Bridged]
+
+
+@overload
+def bridged(fn: Callable[..., Coroutine[Any, Any, Any]], *, wait: bool = True) -> Bridged: ...
+
+
+@overload
+def bridged(fn: None = None, *, wait: bool = True) -> BridgeDecorator: ...
+
+
+def bridged(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, *,
+            wait: bool = True) -> Bridged | BridgeDecorator:
     """Decorate an ``async def`` method of an object with a ``loop`` attribute."""
 
-    def decorate(func: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Any]:
+    def decorate(func: Callable[..., Coroutine[Any, Any, Any]]) -> Bridged:
         @functools.wraps(func)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             return bridge(getattr(self, "loop", None), func(self, *args, **kwargs), wait=wait)

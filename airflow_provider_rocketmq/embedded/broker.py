@@ -23,6 +23,7 @@ from ..client.remoting import fastjson
 from ..client.remoting.codes import RequestCode, ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.route import PERM_INHERIT
 from .acl import AclConfig, AclValidator
 from .admin_handlers import AdminHandlers
 from .bridge import bridged
@@ -34,7 +35,7 @@ from .net import abort_connections, close_server, header_error_response
 from .pull import PullService
 from .schedule import ScheduleService
 from .send import SendHandlers
-from .store import PERM_INHERIT, PERM_RW, MessageStore, TopicConfig
+from .store import PERM_RW, MessageStore, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class _HandlerTable(dict[int, Handler]):
         super().__init__()
         self.fallback = fallback
 
-    def get(self, code: int, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, code: int, default: Any = None) -> Any:
         handler = super().get(code)
         return self.fallback if handler is None else handler
 

@@ -25,9 +25,9 @@ from ..client.remoting.codes import (
 )
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.route import PERM_READ
 from .filter import SubscriptionData, SubscriptionParseError
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str
-from .store import PERM_READ
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker

@@ -32,9 +32,10 @@ from ..client.message import (
 from ..client.remoting.codes import ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.route import PERM_WRITE
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str, send_header
 from .schedule import MAX_DELAY_LEVEL, SCHEDULE_TOPIC
-from .store import PERM_RW, PERM_WRITE, PutResult, TopicConfig
+from .store import PERM_RW, PutResult, TopicConfig
 from .topic_rules import NOT_ALLOWED_SEND_TOPICS, validate_topic
 
 if TYPE_CHECKING:

@@ -116,7 +116,8 @@ def client_config_kwargs(
     if extra is not None and not isinstance(extra, Mapping):
         raise ConfigError("extra", "must be a JSON object")
     extras = _normalise_extras(extra or {})
-    default_port = _parse_port("port", port) if port not in (None, "") else None
+    # Airflow types Connection.port as int, but a form or a URI can leave an empty string
+    default_port = _parse_port("port", port) if port is not None and str(port) != "" else None
 
     kwargs: dict[str, Any] = {}
     if "namesrv" in extras:

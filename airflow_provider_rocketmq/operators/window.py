@@ -8,10 +8,9 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context, config_get
-
 from airflow_provider_rocketmq.client.consumer.config import (
     ConsumeFromWhere,
     ConsumerConfig,
@@ -144,7 +143,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
 
     template_fields: Sequence[str] = ("topic", "consumer_group", "expression", "staging_path", "rocketmq_conn_id",
                                       "max_messages", "max_bytes", "max_duration", "consumer_overrides")
-    template_fields_renderers = {"consumer_overrides": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {"consumer_overrides": "json"}
     ui_color = "#f5e2c8"
 
     def __init__(
@@ -296,7 +295,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
             window_id=window_id,
             expression=self.expression,
             commit=self.commit == "after_staging",
-            consume_from_where=config.consume_from_where,  # type: ignore[arg-type]
+            consume_from_where=config.consume_from_where,
             consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
             **self._spec_kwargs(mapped=mapped),
         )
@@ -326,7 +325,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         config = hook.get_consumer_config(**overrides)
         spec = OffsetsWindow(topic=self.topic, consumer_group=self.consumer_group, staging_dir=staging,
                              window_id=window_id, expression=self.expression,
-                             consume_from_where=config.consume_from_where,  # type: ignore[arg-type]
+                             consume_from_where=config.consume_from_where,
                              consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
                              max_messages=self._limits(rendered=True)["max_messages"],
                              storage_options=storage_options)

@@ -70,7 +70,7 @@ try:  # Spark >= 4.2: read limits and Trigger.AvailableNow for Python streaming 
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pragma: no cover - older Spark: batch reads only
-    SupportsTriggerAvailableNow = None  # type: ignore[assignment,misc]
+    SupportsTriggerAvailableNow = None  # type: ignore[assignment,misc]  # a class name bound to None on old Spark
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -267,7 +267,7 @@ if SupportsTriggerAvailableNow is not None:
             log.info("rocketmq stream: committed %s for group %s", end, group)
 
 else:  # pragma: no cover - Spark < 4.2
-    RocketMQStreamReader = None  # type: ignore[assignment,misc]
+    RocketMQStreamReader = None  # type: ignore[assignment,misc]  # a class name bound to None on old Spark
 
 
 __all__ = ["EARLIEST", "LATEST", "SCHEMA_DDL", "SHORT_NAME", "RocketMQDataSource", "RocketMQPartition"]

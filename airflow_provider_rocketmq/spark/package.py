@@ -68,7 +68,7 @@ def _package_files() -> Iterator[tuple[Path, str]]:
         yield f, f"{PACKAGE}/{f.relative_to(root).as_posix()}"
     for name in THIRD_PARTY:
         module = __import__(name)
-        base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]
+        base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]  # a regular package has a __file__
         for f in sorted(base.rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".typed"):
                 yield f, f"{name}/{f.relative_to(base).as_posix()}"
@@ -99,7 +99,7 @@ def build_package(output: str | os.PathLike[str]) -> dict[str, object]:
     return {"path": str(target), "files": len(files), "bytes": target.stat().st_size}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # generic only in typeshed
     p = subparsers.add_parser("spark-package", help="build a --py-files zip for spark-submit (no Airflow inside)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output", default=DEFAULT_NAME, help=f"zip file or directory (default: ./{DEFAULT_NAME})")

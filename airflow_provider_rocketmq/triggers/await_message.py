@@ -126,7 +126,7 @@ class RocketMQAwaitMessageTrigger(BaseEventTrigger):
         consumer_overrides: Mapping[str, Any] | None = None,
         rocketmq_conn_id: str | None = None,
     ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]
+        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0
         if not isinstance(apply_function, str) or "." not in apply_function:
             raise ConfigError("apply_function",
                               f"expected a dotted path 'module.function', got {apply_function!r}")
@@ -166,8 +166,8 @@ class RocketMQAwaitMessageTrigger(BaseEventTrigger):
             value, where = await wait_for_message(config, self.consumer_group, self.topic, self.expression,
                                                   apply)
         except Exception as exc:  # noqa: BLE001 - the task fails with the reason through the event
-            yield TriggerEvent(  # type: ignore[no-untyped-call,unused-ignore]
+            yield TriggerEvent(  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0  # untyped in Airflow 3.0
                 {"status": "error", "message": f"{type(exc).__name__}: {exc}"})
             return
-        yield TriggerEvent(  # type: ignore[no-untyped-call,unused-ignore]
+        yield TriggerEvent(  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0
             {"status": "success", "value": value, "message": where})

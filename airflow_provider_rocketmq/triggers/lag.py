@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
-
 from airflow_provider_rocketmq.client.errors import RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.sensors.lag_condition import LagCondition
 
+
+def _event(payload: dict[str, Any]) -> TriggerEvent:
+    return TriggerEvent(payload)  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0
 
 class RocketMQLagTrigger(BaseEventTrigger):
     """Poll a group's lag with the async admin API (never joining the group) until the condition holds.
@@ -40,7 +42,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
         poll_interval: float = 5.0,
         rocketmq_conn_id: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0
         self.topic = topic
         self.consumer_group = consumer_group
         self.min_lag = min_lag
@@ -68,7 +70,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
         try:
             admin = await RocketMQHook(self.rocketmq_conn_id).aget_async_admin()
         except Exception as exc:  # noqa: BLE001 - a bad connection fails the task through the event
-            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+            yield _event({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
             return
         async with admin:
             while True:
@@ -76,13 +78,13 @@ class RocketMQLagTrigger(BaseEventTrigger):
                     snapshot = (await admin.lag(self.consumer_group, self.topic)).to_dict()
                 except RocketMQError as exc:
                     if not exc.retriable:
-                        yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                        yield _event({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
                         return
                     self.log.warning("lag of %s on %s not available yet: %s", self.consumer_group,
                                      self.topic, exc)
                 else:
                     if self.condition.is_met(snapshot):
-                        yield TriggerEvent({"status": "success", "lag": snapshot})
+                        yield _event({"status": "success", "lag": snapshot})
                         return
                     self.log.info("lag %s of %s on %s: waiting for %s", snapshot.get("total_lag"),
                                   self.consumer_group, self.topic, self.condition.describe())

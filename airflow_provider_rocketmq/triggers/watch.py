@@ -85,7 +85,7 @@ class RocketMQWatchTrigger(BaseEventTrigger):
         watcher_group: str | None = None,
         rocketmq_conn_id: str | None = None,
     ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]
+        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0
         if isinstance(min_messages, bool) or not isinstance(min_messages, int) or min_messages < 1:
             raise ConfigError("min_messages", f"must be an integer >= 1, got {min_messages!r}")
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) \
@@ -131,7 +131,7 @@ class RocketMQWatchTrigger(BaseEventTrigger):
                                      self.poll_interval)
                     event = None
                 if event is not None:
-                    yield TriggerEvent(event)  # type: ignore[no-untyped-call,unused-ignore]
+                    yield TriggerEvent(event)  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0
                 await asyncio.sleep(self.poll_interval)
 
     async def _positions(self, admin: Any, high_water: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
@@ -139,14 +139,14 @@ class RocketMQWatchTrigger(BaseEventTrigger):
         watched = await admin.committed_offsets(self.watcher_group, self.topic)
         consumed = await admin.committed_offsets(self.consumer_group, self.topic)
         positions: dict[MessageQueue, int] = {}
-        for mq in high_water:
+        for mq, high in high_water.items():
             offset = max(watched.get(mq, -1), consumed.get(mq, -1))
             if offset < 0:  # neither group has an offset and the queue's first messages are gone
                 offset = await admin.min_offset(mq)
-            if offset > high_water[mq]:  # the queue was reset (topic re-created): restart at its end
+            if offset > high:  # the queue was reset (topic re-created): restart at its end
                 self.log.warning("%s is at %d on %s, beyond its end %d: restarting there", self.watcher_group,
-                                 offset, mq, high_water[mq])
-                offset = high_water[mq]
+                                 offset, mq, high)
+                offset = high
                 await admin.update_consumer_offset(self.watcher_group, mq, offset)
             positions[mq] = offset
         return positions

@@ -24,7 +24,7 @@ _FROM = {"first": "CONSUME_FROM_FIRST_OFFSET", "last": "CONSUME_FROM_LAST_OFFSET
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``window`` command to the ``rocketmq-airflow`` parser."""
-    p = subparsers.add_parser(
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "window",
         help="consume one bounded window of a topic into Parquet files plus a manifest",
         description="Snapshot every queue's max offset, consume the group's queues up to it, stage the "

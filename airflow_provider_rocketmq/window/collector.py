@@ -222,10 +222,7 @@ class WindowCollector:
         sizes = batch.body_sizes
         for i in matching:
             size = sizes[i]
-            if self._max_messages is not None and self._staged >= self._max_messages:
-                self._bound_reached = True
-            # the byte bound never leaves a window empty (a single huge message still moves)
-            elif self._max_bytes is not None and self._staged_bytes + size > self._max_bytes and self._staged:
+            if self._max_messages is not None and self._staged >= self._max_messages or self._max_bytes is not None and self._staged_bytes + size > self._max_bytes and self._staged:
                 self._bound_reached = True
             if self._bound_reached:
                 covered = offsets[i]  # everything before this message is accounted for

@@ -145,5 +145,5 @@ def test_templated_lag_bounds_are_checked_once_rendered() -> None:
     assert sensor.condition.min_lag == 25
     sensor.min_lag = "many"
     with pytest.raises(ConfigError) as err:
-        sensor.condition
+        _ = sensor.condition
     assert err.value.field == "min_lag"

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_rocketmq.client import Admin, ClientConfig, ConsumeStatus, Message, Producer, PushConsumer
+from airflow_provider_rocketmq.client import (
+    Admin,
+    ClientConfig,
+    ConsumeStatus,
+    Message,
+    Producer,
+    PushConsumer,
+)
 from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
 from airflow_provider_rocketmq.operators.produce import RocketMQProduceOperator
 from airflow_provider_rocketmq.sensors.await_message import RocketMQAwaitMessageSensor
@@ -166,7 +173,7 @@ async def test_await_trigger_event_and_offsets_across_queues(rmq: Any) -> None:
     trigger = RocketMQAwaitMessageTrigger(topic="pa_trig", consumer_group="g_trig",
                                           apply_function=f"{HERE}.first_order",
                                           apply_function_kwargs={"prefix": "wanted"})
-    classpath, kwargs = trigger.serialize()
+    classpath, _ = trigger.serialize()
     assert classpath == "airflow_provider_rocketmq.triggers.await_message.RocketMQAwaitMessageTrigger"
     events = trigger.run()
     pending = asyncio.ensure_future(events.__anext__())

@@ -6,12 +6,11 @@ import threading
 from typing import Any
 
 import pytest
+from window_batches import batch
 
 from airflow_provider_rocketmq.client.columnar import ColumnBatch
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.window.collector import WindowCollector, parse_tag_expression
-
-from window_batches import batch
 
 A0 = ("broker-a", 0)
 A1 = ("broker-a", 1)

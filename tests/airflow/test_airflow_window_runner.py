@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from window_batches import batch, batch_with_bad_properties
 
 from airflow_provider_rocketmq.client.errors import MessageDecodeError
 from airflow_provider_rocketmq.client.queue import MessageQueue
@@ -14,8 +15,6 @@ from airflow_provider_rocketmq.window import staging as staging_mod
 from airflow_provider_rocketmq.window.manifest import read_manifest
 from airflow_provider_rocketmq.window.runner import WindowSpec, run_window
 from airflow_provider_rocketmq.window.writer import WriterError
-
-from window_batches import batch, batch_with_bad_properties
 
 MQ = MessageQueue("t", "broker-a", 0)
 

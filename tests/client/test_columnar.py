@@ -6,6 +6,7 @@ import zlib
 from typing import Any
 
 import pytest
+import recorded_vectors as vectors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,8 +28,6 @@ from airflow_provider_rocketmq.client.message import (
     new_uniq_id,
 )
 from airflow_provider_rocketmq.client.queue import MessageQueue
-
-import recorded_vectors as vectors
 
 MQ = MessageQueue("Topic", "broker-b", 3)
 ALL = PullFilter(stop=None, tags=None, restore_retry_topic=False, namespace="")
@@ -202,7 +201,7 @@ def test_corrupt_input_is_a_decode_error() -> None:
     bad_utf8_props = bytearray(stored(0, props={"A": "xy"}))
     bad_utf8_props[-1] = 0xFF
     with pytest.raises(MessageDecodeError):  # properties are checked when the columns are built
-        decode_columns(bytes(bad_utf8_props), MQ, ALL).record_batch  # type: ignore[union-attr]
+        _ = decode_columns(bytes(bad_utf8_props), MQ, ALL).record_batch  # type: ignore[union-attr]
     bad_topic = bytearray(stored(0, topic="T\u00e9"))
     bad_topic[bad_topic.index("T\u00e9".encode()) + 1] = 0xFF
     for data in (good[:-1], good + b"\x00\x00", good[:50], bytes(bad_topic),

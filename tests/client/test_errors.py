@@ -9,15 +9,15 @@ from airflow_provider_rocketmq.client.errors import AclDeniedError, SystemError_
 
 @pytest.mark.parametrize("remark,reason", [
     # as quoted from real 4.x brokers in apache/rocketmq-externals#244 and apache/rocketmq#5310 reports
-    ("org.apache.rocketmq.acl.common.AclException: No accessKey is configured, "
-     "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:394)",
+    (("org.apache.rocketmq.acl.common.AclException: No accessKey is configured, "
+      "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:394)"),
      "No accessKey is configured"),
-    ("org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=dashboard, "
-     "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:683)",
+    (("org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=dashboard, "
+      "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:683)"),
      "Check signature failed for accessKey=dashboard"),
     # the embedded broker's form (no line number) and a message with a comma of its own
-    ("org.apache.rocketmq.acl.common.AclException: Need admin permission for request code=17, but accessKey=ak "
-     "is not, org.apache.rocketmq.acl.plain.PlainPermissionManager.checkPerm(PlainPermissionManager.java)",
+    (("org.apache.rocketmq.acl.common.AclException: Need admin permission for request code=17, but accessKey=ak "
+      "is not, org.apache.rocketmq.acl.plain.PlainPermissionManager.checkPerm(PlainPermissionManager.java)"),
      "Need admin permission for request code=17, but accessKey=ak is not"),
 ])
 def test_acl_refusals_are_typed(remark: str, reason: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import recorded_vectors as vectors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +30,6 @@ from airflow_provider_rocketmq.client.remoting.command import (
     decode_payload,
 )
 from airflow_provider_rocketmq.client.route import ClusterInfo, TopicRouteData
-
-import recorded_vectors as vectors
 
 RECORDS = vectors.all_records()
 FRAMES = [bytes.fromhex(r["frame_hex"]) for r in RECORDS]

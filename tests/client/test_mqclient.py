@@ -8,6 +8,7 @@ import json
 import ssl
 
 import pytest
+import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.errors import (
@@ -24,7 +25,6 @@ from airflow_provider_rocketmq.client.remoting.acl import sign
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
-import recorded_vectors as vectors
 from .peer import ScriptedPeer, route_body
 
 

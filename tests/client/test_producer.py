@@ -9,6 +9,7 @@ import zlib
 from typing import Any
 
 import pytest
+import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.errors import (
@@ -34,7 +35,6 @@ from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol
 
-import recorded_vectors as vectors
 from .peer import ScriptedPeer, route_body
 
 SEND = RequestCode.SEND_MESSAGE_V2

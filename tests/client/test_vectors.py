@@ -10,6 +10,7 @@ import zlib
 from typing import Any
 
 import pytest
+import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client.admin_bodies import (
     ConsumerConnection,
@@ -28,8 +29,6 @@ from airflow_provider_rocketmq.client.remoting import fastjson
 from airflow_provider_rocketmq.client.remoting.acl import AclHook
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.client.route import ClusterInfo, TopicRouteData
-
-import recorded_vectors as vectors
 
 RECORDS = vectors.all_records()
 
@@ -249,7 +248,8 @@ def test_missing_vectors_fail_collection_instead_of_skipping(tmp_path):
     env = {**__import__("os").environ, "ROCKETMQ_VECTORS_DIR": str(tmp_path)}
     code = "import recorded_vectors as v; v.all_records()"
     tests_dir = str(vectors.DEFAULT_DIR.parents[1])
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tests_dir, env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tests_dir, env=env, capture_output=True, text=True,
+                          check=False)
     assert proc.returncode != 0
     assert "VectorsMissingError" in proc.stderr and str(tmp_path) in proc.stderr
 

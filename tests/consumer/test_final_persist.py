@@ -113,7 +113,7 @@ def test_a_queue_without_progress_is_not_written_back(cluster: TestCluster) -> N
     topic, group = "FinalSeed", "g_final_seed"
     cluster.create_topic(topic, 2)
     fill_queues(cluster, topic, {0: 3})
-    seen, listener = _recorder()
+    _, listener = _recorder()
     c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, **QUIET)
     c.subscribe(topic)
     c.register_listener(listener)
@@ -132,7 +132,7 @@ def test_an_unacknowledged_final_commit_is_reported(cluster: TestCluster) -> Non
     topic, group = "FinalLost", "g_final_lost"
     cluster.create_topic(topic, 1)
     fill_queues(cluster, topic, {0: 2})
-    seen, listener = _recorder()
+    _, listener = _recorder()
     c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, request_timeout=0.5, **QUIET)
     c.subscribe(topic)
     c.register_listener(listener)

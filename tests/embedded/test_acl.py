@@ -9,17 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client import AclDeniedError, ClientConfig, Message
 from airflow_provider_rocketmq.client.admin import Admin
+from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.client.producer import Producer
 from airflow_provider_rocketmq.client.remoting.acl import AclHook
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
-from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.embedded.acl import AclConfig, AclValidator, AddressRule, java_hashmap_order
-
-import recorded_vectors as vectors
 
 from .rawclient import RawClient, heartbeat_body, pull_ext, send_ext
 
@@ -180,9 +179,9 @@ def test_topic_permissions_and_admin_codes(acl_cluster: EmbeddedCluster) -> None
         assert admin.high_water_marks("AclOrders")  # GET_MAX_OFFSET needs no resource, only a signature
     with Admin(ClientConfig(namesrv_addr=ns, access_key="admin_ak", secret_key="admin_sk_1")) as admin:
         assert admin.create_topic("AclNew", 2) == ["broker-a"]
-    with Producer(ClientConfig(namesrv_addr=ns, access_key="admin_listed", secret_key="admin_sk_2")) as producer:
-        with pytest.raises(AclDeniedError, match="No default permission for topic:AclOrders"):
-            producer.send(Message("AclOrders", b"x"))
+    with Producer(ClientConfig(namesrv_addr=ns, access_key="admin_listed", secret_key="admin_sk_2")) as producer, \
+            pytest.raises(AclDeniedError, match="No default permission for topic:AclOrders"):
+        producer.send(Message("AclOrders", b"x"))
 
 
 async def test_group_permissions_of_consumer_requests(acl_cluster: EmbeddedCluster) -> None:

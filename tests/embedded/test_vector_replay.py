@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
+import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client.message import (
     decode_messages,
@@ -35,7 +34,6 @@ from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, d
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker
 
-import recorded_vectors as vectors
 from .rawclient import RawClient
 
 SCENARIOS = ["producer", "push_concurrent", "two_consumers_rebalance", "push_orderly", "admin", "errors"]

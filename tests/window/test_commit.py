@@ -43,7 +43,7 @@ def test_a_commit_that_never_sticks_raises_naming_the_queue(embedded_cluster: Em
     # every UPDATE_CONSUMER_OFFSET answered SUCCESS and not applied
     embedded_cluster.brokers[0].faults.respond(15, 0)
     mq = MessageQueue("WN", "broker-a", 1)
-    with Admin(ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr)) as admin:
-        with pytest.raises(OffsetCommitError, match=r"offset 9 of .*queueId=1\] for group g_wn was not kept: "
-                                                    r"the broker holds 0 after 3 acknowledged writes"):
-            commit_offsets(admin, "g_wn", [(mq, 9)])
+    with Admin(ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr)) as admin, \
+            pytest.raises(OffsetCommitError, match=r"offset 9 of .*queueId=1\] for group g_wn was not kept: "
+                                                   r"the broker holds 0 after 3 acknowledged writes"):
+        commit_offsets(admin, "g_wn", [(mq, 9)])

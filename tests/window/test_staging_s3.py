@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow.parquet as pq
 import pytest
+from s3_server import MotoS3
+from window_batches import batch, batch_with_bad_properties
 
 from airflow_provider_rocketmq.client.errors import MessageDecodeError
 from airflow_provider_rocketmq.client.queue import MessageQueue
@@ -14,9 +16,6 @@ from airflow_provider_rocketmq.window.manifest import ManifestError, read_manife
 from airflow_provider_rocketmq.window.runner import WindowSpec, run_window
 from airflow_provider_rocketmq.window.staging import StagingLocation
 from airflow_provider_rocketmq.window.writer import WriterError
-
-from s3_server import MotoS3
-from window_batches import batch, batch_with_bad_properties
 
 MQ0 = MessageQueue("t", "broker-a", 0)
 MQ1 = MessageQueue("t", "broker-a", 1)
@@ -49,7 +48,7 @@ class Admin:
 class Consumer:
     """Owns both queues and delivers their batches, in order, from start()."""
 
-    made: list[Consumer] = []
+    made: ClassVar[list[Consumer]] = []
 
     def __init__(self, listener: Any, batches: list[Any]) -> None:
         self.listener, self.batches, self.state = listener, batches, "CREATED"
@@ -80,7 +79,7 @@ def spec(url: str, s3: MotoS3, **kwargs: Any) -> WindowSpec:
 
 
 def deliveries() -> list[Any]:
-    return [batch(("broker-a", 0), range(0, 32)), batch(("broker-a", 1), range(0, 10)),
+    return [batch(("broker-a", 0), range(32)), batch(("broker-a", 1), range(10)),
             batch(("broker-a", 0), range(32, 40))]
 
 
@@ -132,7 +131,7 @@ def test_parts_without_a_manifest_and_unfinished_uploads_are_not_trusted(s3: Mot
 def test_a_failed_write_publishes_no_part_and_no_manifest(s3: MotoS3) -> None:
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/w"
-    bad = [batch(("broker-a", 0), range(0, 3)), batch_with_bad_properties(("broker-a", 0), 3)]
+    bad = [batch(("broker-a", 0), range(3)), batch_with_bad_properties(("broker-a", 0), 3)]
     admin = Admin({MQ0: 4, MQ1: 0})
     with pytest.raises(WriterError) as err:
         run_window(spec(url, s3), admin, lambda listener: Consumer(listener, bad))

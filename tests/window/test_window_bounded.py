@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, MessageQueue, Producer, PushConsumer
+from airflow_provider_rocketmq.client import (
+    Admin,
+    ClientConfig,
+    Message,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+)
 from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
 from airflow_provider_rocketmq.window.manifest import read_manifest
 from airflow_provider_rocketmq.window.runner import (
