@@ -221,18 +221,6 @@ def _inside(rel: str) -> bool:
     return bool(rel) and not p.is_absolute() and ".." not in p.parts
 
 
-def assign(claims: Iterable[OffsetRanges], held: OffsetRanges) -> list[OffsetRanges]:
-    """What each claim (one manifest's ranges, in load order) loads: its offsets the output does
-    not hold yet and no earlier claim of the same load covers."""
-    taken = held
-    out = []
-    for claim in claims:
-        mine = claim - taken
-        out.append(mine)
-        taken = taken | mine
-    return out
-
-
 def new_load_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:12]
 

@@ -8,12 +8,12 @@ Run by ``SparkSubmitOperator`` (or by hand)::
 Steps: validate every manifest and its files' sizes/SHA-256/rows *before* starting
 Spark (a bad hand-off fails in a second with one line on stderr and exit code 2);
 finish or discard what a crashed earlier load left in ``DIR``; read the output's
-ledger (spark/ledger.py) of the offset ranges it already holds; give each offset of
-the manifests' ranges that the output does not hold to the first manifest covering
-it (manifests in window id order); read only manifests that bring something new and
-keep only their rows at those offsets, de-duplicated by (topic, broker, queue_id,
-queue_offset); convert the body; write the rows under the load's hidden directory,
-commit a ledger entry, then move the files into ``DIR/window_id=<id>/``.
+ledger (spark/ledger.py) of the offset ranges it already holds; read only manifests
+whose ranges (minus their ``gaps``: offsets another window holds) bring offsets the
+output does not hold, and keep their rows at such offsets, once per (topic, broker,
+queue_id, queue_offset) — from the first manifest in window id order that has the row;
+convert the body; write the rows under the load's hidden directory, commit a ledger
+entry claiming the new ranges, then move the files into ``DIR/window_id=<id>/``.
 
 So a window whose offsets were loaded before adds nothing (a re-run, or the same
 offsets restaged under a new window id after the offset commit failed), a window
@@ -72,7 +72,8 @@ STAGED_READS = ("auto", "spark", "driver")
 DEDUP_KEY = ("topic", "broker", "queue_id", "queue_offset")
 EXIT_BAD_INPUT = 2
 EXIT_CONFLICT = 3
-_CLASS = "__rocketmq_class"  # a temporary column: new / loaded / other (another manifest's) / outside
+# temporary columns: new / loaded / outside; the manifest's place in load order; a row's rank among its key's
+_CLASS, _ORDER, _RANK = "__rocketmq_class", "__rocketmq_order", "__rocketmq_rank"
 
 
 class LoadError(Exception):
@@ -124,8 +125,11 @@ def load_manifests(paths: Sequence[str]) -> list[Staged]:
         if location in out:
             continue  # the same manifest twice would only double rows_in
         manifest = read_manifest(location, verify_files=True)
-        claim = lg.OffsetRanges.of(((manifest.topic, q.broker, q.queue_id), q.start_offset, q.end_offset)
-                                   for q in manifest.queues)
+        # what the window accounts for: its ranges minus the gaps another window holds
+        claim = (lg.OffsetRanges.of(((manifest.topic, q.broker, q.queue_id), q.start_offset, q.end_offset)
+                                    for q in manifest.queues)
+                 - lg.OffsetRanges.of(((manifest.topic, q.broker, q.queue_id), lo, hi)
+                                      for q in manifest.queues for lo, hi in q.gaps))
         out[location] = Staged(location, manifest, tuple(staged_file_urls(location, manifest)), claim)
     return sorted(out.values(), key=lambda s: (s.manifest.window_id, s.location))
 
@@ -150,20 +154,19 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
         _note(f"removed load {load_id} (its driver stopped before the commit; none of its rows were visible)")
     ledger = store.read()
     held = ledger.held()
-    assigned = lg.assign((s.claim for s in staged), held)
     new = lg.OffsetRanges()
-    for a in assigned:
-        new = new | a
+    for s in staged:
+        new = new | (s.claim - held)
     # a manifest whose every offset the output holds is not read at all; an offsets manifest's
     # rows are only known once read from the brokers (its counts are 0)
-    to_read = [(s, a) for s, a in zip(staged, assigned)
+    to_read = [s for s in staged
                if (s.manifest.messages or s.manifest.handoff == HANDOFF_OFFSETS) and s.claim - held]
-    unread = sum(s.manifest.messages for s in staged) - sum(s.manifest.messages for s, _ in to_read)
+    unread = sum(s.manifest.messages for s in staged) - sum(s.manifest.messages for s in to_read)
     counts = {"windows": len({s.manifest.window_id for s in staged}), "rows_in": unread, "rows_out": 0,
               "duplicates": 0, "already_loaded": unread}
     if not new:
         return counts  # nothing new: no Spark, no ledger entry
-    windows = [s.manifest.window_id for s, a in zip(staged, assigned) if a]
+    windows = [s.manifest.window_id for s in staged if s.claim - held]
     load = store.begin()
     try:
         files: list[lg.PublishedFile] = []
@@ -249,19 +252,24 @@ def _read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
     return spark.createDataFrame(pa.concat_tables(tables))
 
 
-def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[tuple[Staged, lg.OffsetRanges]],
+def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Staged],
                held: lg.OffsetRanges, target: str) -> tuple[int, int]:
-    """Write the new rows of ``to_read`` under ``target``; return the rows read and how many of
-    them the output held already."""
+    """Write under ``target`` every row read whose offset the output does not hold, once per
+    (topic, broker, queue_id, queue_offset) — from the first manifest in load order that has it;
+    return the rows read and how many of them the output held already."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     df: DataFrame | None = None
-    for staged, mine in to_read:
+    for order, staged in enumerate(to_read):
         # the manifest, not the staged column, decides the window a row belongs to
-        part = _read_window(spark, staged, args.staged_read).withColumn("window_id", F.lit(staged.manifest.window_id))
-        part = part.withColumn(_CLASS, F.when(_in_ranges(mine, F), "new")
-                               .when(_in_ranges(held, F), "loaded")
-                               .when(_in_ranges(staged.claim, F), "other")
+        part = (_read_window(spark, staged, args.staged_read)
+                .withColumn("window_id", F.lit(staged.manifest.window_id))
+                .withColumn(_ORDER, F.lit(order)))
+        # rows are kept by what the output holds, not by which manifest claims an offset first:
+        # a manifest may claim offsets it did not stage (tag-filtered, or another window's)
+        part = part.withColumn(_CLASS, F.when(_in_ranges(staged.claim - held, F), "new")
+                               .when(_in_ranges(staged.claim & held, F), "loaded")
                                .otherwise("outside"))
         df = part if df is None else df.unionByName(part)
     assert df is not None
@@ -272,7 +280,9 @@ def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[tupl
             bad = df.where(F.col(_CLASS) == "outside").select("window_id", *DEDUP_KEY).limit(1).collect()[0]
             raise LoadError(f"window {bad.window_id}: staged row {bad.topic} {bad.broker}:{bad.queue_id} offset "
                             f"{bad.queue_offset} lies outside its manifest's queue ranges")
-        rows = df.where(F.col(_CLASS) == "new").drop(_CLASS).dropDuplicates(list(DEDUP_KEY))
+        first = Window.partitionBy(*DEDUP_KEY).orderBy(_ORDER)
+        rows = (df.where(F.col(_CLASS) == "new").withColumn(_RANK, F.row_number().over(first))
+                .where(F.col(_RANK) == 1).drop(_CLASS, _ORDER, _RANK))
         rows = _convert_body(rows, args.body_format, F)
         rows.write.mode("errorifexists").partitionBy("window_id").parquet(target)
     finally:

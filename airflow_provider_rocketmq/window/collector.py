@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_provider_rocketmq.client.columnar import ColumnBatch
 from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
@@ -52,6 +52,9 @@ class _QueueState:
     messages: int = 0  # staged (matching) messages
     bytes: int = 0
     settled_at_gap: bool = False  # an unexplained gap: the queue takes no more in this window
+    # [lo, hi) ranges inside [start, frontier) this window skipped because they are in another window:
+    # the loader's ledger must not count them as loaded by this one
+    gaps: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -60,7 +63,8 @@ class _QueueState:
 
 @dataclass(frozen=True)
 class QueueSlice:
-    """What the window takes from one queue: offsets ``[start, end)``, ``messages`` of them staged."""
+    """What the window takes from one queue: offsets ``[start, end)`` except ``gaps`` (offsets another
+    window holds: committed by another member meanwhile, or gone), ``messages`` of them staged."""
 
     key: QueueKey
     start: int
@@ -68,6 +72,7 @@ class QueueSlice:
     high_water: int
     messages: int
     bytes: int
+    gaps: tuple[tuple[int, int], ...] = ()
 
 
 Sink = Callable[[ColumnBatch], None]
@@ -125,6 +130,10 @@ class WindowCollector:
             elif start > state.frontier:
                 if not state.messages:
                     state.start = start  # nothing staged below: the window's range starts there
+                elif state.gaps and state.gaps[-1][1] == state.frontier:
+                    state.gaps[-1] = (state.gaps[-1][0], start)
+                else:
+                    state.gaps.append((state.frontier, start))
                 log.info("queue %s:%d: offsets [%d, %d) belong to another window or are gone; moving on",
                          key[0], key[1], state.frontier, start)
                 state.frontier = start
@@ -278,7 +287,8 @@ class WindowCollector:
         """The window's content per queue, sorted by queue."""
         with self._cond:
             return [QueueSlice(key=k, start=s.start, end=s.frontier, high_water=s.high_water,
-                               messages=s.messages, bytes=s.bytes) for k, s in sorted(self._queues.items())]
+                               messages=s.messages, bytes=s.bytes, gaps=tuple(s.gaps))
+                    for k, s in sorted(self._queues.items())]
 
     @property
     def staged(self) -> tuple[int, int]:

@@ -54,7 +54,9 @@ class ManifestError(RocketMQError, ValueError):
 
 @dataclass(frozen=True)
 class QueueRange:
-    """The part of one queue a window covers: offsets ``[start_offset, end_offset)``."""
+    """The part of one queue a window covers: offsets ``[start_offset, end_offset)`` except ``gaps``,
+    ``[lo, hi)`` ranges inside it that another window holds (committed by another member while this
+    one ran, or gone): the Spark loader must not count those as loaded by this window."""
 
     broker: str
     queue_id: int
@@ -62,6 +64,7 @@ class QueueRange:
     end_offset: int
     high_water: int
     messages: int
+    gaps: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ class WindowManifest:
             end_offset=_get(q, "end_offset", int, path, at),
             high_water=_get(q, "high_water", int, path, at),
             messages=_get(q, "messages", int, path, at),
+            gaps=_gaps(q, path, at),
         ) for q, at in _objects(queues_raw, "queues", path)]
         files = [FileEntry(
             path=_get(f, "path", str, path, at),
@@ -141,6 +145,20 @@ def _objects(items: list[Any], field: str, path: Any) -> Iterator[tuple[dict[str
         if not isinstance(item, dict):
             raise ManifestError(f"{field}[{i}]", "expected an object", path=path)
         yield item, f"{field}[{i}]."
+
+
+def _gaps(q: Mapping[str, Any], path: Any, prefix: str) -> tuple[tuple[int, int], ...]:
+    """A queue's optional ``gaps``: a list of ``[lo, hi]`` integer pairs (absent in older manifests)."""
+    raw = q.get("gaps", [])
+    if not isinstance(raw, list):
+        raise ManifestError(prefix + "gaps", f"expected a list, got {type(raw).__name__}", path=path)
+    out = []
+    for i, g in enumerate(raw):
+        if not (isinstance(g, list) and len(g) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in g)):
+            raise ManifestError(f"{prefix}gaps[{i}]", "expected [lo, hi] (integers)", path=path)
+        out.append((g[0], g[1]))
+    return tuple(out)
 
 
 def _get(d: Mapping[str, Any], key: str, typ: type, path: Any, prefix: str = "") -> Any:
@@ -301,9 +319,16 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
                                 path=where)
         if q.high_water < q.end_offset:
             raise ManifestError(f + ".high_water", f"{q.high_water} < end_offset {q.end_offset}", path=where)
-        if not 0 <= q.messages <= q.end_offset - q.start_offset:
-            raise ManifestError(f + ".messages", f"{q.messages} outside 0..{q.end_offset - q.start_offset} "
-                                "(end_offset - start_offset)", path=where)
+        prev = q.start_offset
+        for j, (lo, hi) in enumerate(q.gaps):
+            if not prev <= lo < hi <= q.end_offset:
+                raise ManifestError(f"{f}.gaps[{j}]", f"[{lo}, {hi}) must be non-empty, sorted, disjoint and "
+                                    f"inside [{q.start_offset}, {q.end_offset})", path=where)
+            prev = hi
+        own = q.end_offset - q.start_offset - sum(hi - lo for lo, hi in q.gaps)
+        if not 0 <= q.messages <= own:
+            raise ManifestError(f + ".messages", f"{q.messages} outside 0..{own} "
+                                "(end_offset - start_offset - gaps)", path=where)
     if manifest.handoff not in HANDOFFS:
         raise ManifestError("handoff", f"must be one of {', '.join(HANDOFFS)}, got {manifest.handoff!r}", path=where)
     if manifest.handoff == HANDOFF_OFFSETS and (manifest.files or manifest.messages or manifest.bytes

@@ -437,7 +437,7 @@ def _manifest(spec: WindowSpec, window_id: str, slices: list[QueueSlice], files:
         expression=spec.expression,
         namesrv=namesrv,
         queues=[QueueRange(broker=s.key[0], queue_id=s.key[1], start_offset=s.start, end_offset=s.end,
-                           high_water=s.high_water, messages=s.messages) for s in slices],
+                           high_water=s.high_water, messages=s.messages, gaps=s.gaps) for s in slices],
         files=files,
         messages=sum(s.messages for s in slices),
         bytes=sum(s.bytes for s in slices),

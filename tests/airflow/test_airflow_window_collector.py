@@ -125,6 +125,22 @@ def test_raising_the_start_keeps_what_was_staged_and_moves_on() -> None:
     assert c.complete([A0]) and sink.offsets() == [0, 1, 5, 6, 7]
     (s,) = c.slices()
     assert (s.start, s.end, s.messages) == (0, 8, 5)
+    assert s.gaps == ((2, 5),)  # the loader must not count 2..4 as loaded by this window
+
+
+def test_gaps_in_a_row_merge_and_a_jump_before_staging_moves_the_start_instead() -> None:
+    c, sink = collector({A0: 20})
+    c.set_start(A0, 0)
+    c.set_start(A0, 3)  # nothing staged yet: the range starts at 3, no gap
+    c.offer(batch(A0, [3, 4]))
+    c.set_start(A0, 8)
+    c.set_start(A0, 10)  # no progress in between: one gap [5, 10)
+    c.offer(batch(A0, [10, 11]))
+    c.set_start(A0, 15)
+    c.offer(batch(A0, [15, 16, 17, 18, 19]))
+    (s,) = c.slices()
+    assert (s.start, s.end, s.messages, s.gaps) == (3, 20, 9, ((5, 10), (12, 15)))
+    assert sink.offsets() == [3, 4, 10, 11, 15, 16, 17, 18, 19]
 
 
 def test_empty_queue_is_complete_at_once() -> None:

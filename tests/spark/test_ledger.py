@@ -1,4 +1,4 @@
-"""spark/ledger.py without Spark: offset-range arithmetic, assignment, the exclusive commit with
+"""spark/ledger.py without Spark: offset-range arithmetic, the exclusive commit with
 conflict detection, and recovery of loads whose driver died (a closed lock = a dead process)."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from airflow_provider_rocketmq.spark.ledger import (
     OffsetRanges,
     OutputStore,
     PublishedFile,
-    assign,
 )
 
 Q0, Q1 = ("orders", "broker-a", 0), ("orders", "broker-a", 1)
@@ -48,14 +47,6 @@ def test_range_algebra_matches_sets_of_offsets(a: list, b: list) -> None:
     for iv in (ra | rb).by_queue.values():
         assert all(s < e for s, e in iv) and all(iv[i][1] < iv[i + 1][0] for i in range(len(iv) - 1))
     assert OffsetRanges.from_json(ra.to_json(), "x") == ra
-
-
-def test_assign_gives_each_new_offset_to_the_first_claim() -> None:
-    held = OffsetRanges.of([(Q0, 0, 10)])
-    claims = [OffsetRanges.of([(Q0, 5, 20)]), OffsetRanges.of([(Q0, 15, 25), (Q1, 0, 3)]),
-              OffsetRanges.of([(Q0, 2, 8)])]
-    mine = assign(claims, held)
-    assert [list(m.intervals()) for m in mine] == [[(Q0, 10, 20)], [(Q0, 20, 25), (Q1, 0, 3)], []]
 
 
 def _commit(store: OutputStore, ranges: list, *, base=None) -> object:

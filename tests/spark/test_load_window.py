@@ -61,6 +61,18 @@ def counts(stdout: str) -> dict[str, int]:
     return {k: int(v) for k, v in (kv.split("=") for kv in lines[0].split()[1:])}
 
 
+def gapped_window(directory: Path, window_id: str, start: int, end: int, gaps: list[tuple[int, int]]) -> str:
+    """A window of broker-a queue 0 over [start, end) that skipped ``gaps`` (offsets another member
+    committed while it ran): it staged the rest."""
+    directory.mkdir(parents=True)
+    offsets = [o for o in range(start, end) if not any(lo <= o < hi for lo, hi in gaps)]
+    fe = write_parquet_file([make_row(window_id, 0, o) for o in offsets], directory / "q0.parquet", directory)
+    m = WindowManifest(window_id=window_id, topic="orders", consumer_group="G",
+                       queues=[QueueRange(A, 0, start, end, end, len(offsets), gaps=tuple(gaps))],
+                       files=[fe], messages=len(offsets), bytes=0)
+    return str(write_manifest(m, directory))
+
+
 def outside_window(directory: Path) -> Path:
     """A manifest claiming offsets [10, 15) whose file holds offsets 0..4: corrupt staging."""
     directory.mkdir(parents=True)
@@ -144,6 +156,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
     step("lost-2", "lost", w("lost-2", lost, [(A, 0, range(10, 14))]))  # from the committed offsets
     step("lost-3", "lost", w("lost-3", lost, [(A, 0, range(16))]))  # the commit had failed: from 0
     step("lost-4", "lost", w("lost-4", lost, [(A, 0, range(16, 16))]))  # nothing new at all
+    # a window that skipped offsets another member staged and committed: loaded first, alone, it
+    # must not claim them; then the same two windows in one load, the gapped one first in load order
+    gap_a = gapped_window(root / "stage" / "gap-a", "g1", 0, 20, [(5, 12)])
+    gap_b = w("gap-b", "g2", [(A, 0, range(5, 12))])
+    step("gap-a", "gap", gap_a)
+    step("gap-b", "gap", gap_b)
+    step("gap-both", "gap-together", gap_a, gap_b)
     # JSON bodies: an invalid one fails the load before anything is committed
     step("json-bad", "json", str(build_window(root / "stage" / "json-bad", "wbad", [(A, 1, range(3))],
                                               body=lambda b, q, o: b"{oops" if o == 1 else b"{}")),
@@ -250,6 +269,22 @@ def test_overlapping_windows_load_only_offsets_not_loaded_yet(runs: Runs) -> Non
     ledger = OutputStore(runs.out("overlap")).read()
     assert [e.windows for e in ledger.entries] == [("wa",), ("wb",), ("wd",), ("we",)]  # wc committed nothing
     assert [(k[2], s_, e_) for k, s_, e_ in ledger.held().intervals()] == [(0, 0, 30), (1, 0, 8), (2, 0, 3)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_offsets_another_window_holds_are_not_claimed_by_a_window_that_skipped_them(runs: Runs) -> None:
+    s = runs.steps
+    assert s["gap-a"].counts() == {"windows": 1, "rows_in": 13, "rows_out": 13, "duplicates": 0, "already_loaded": 0}
+    # the other member's window, loaded later: its 7 offsets were not claimed by g1, so they load
+    assert s["gap-b"].counts() == {"windows": 1, "rows_in": 7, "rows_out": 7, "duplicates": 0, "already_loaded": 0}
+    expected = sorted(keys("g1", A, 0, [*range(5), *range(12, 20)]) + keys("g2", A, 0, range(5, 12)))
+    assert s["gap-b"].keys == expected
+    assert [(k[2], lo, hi) for k, lo, hi in OutputStore(runs.out("gap")).read().held().intervals()] == [(0, 0, 20)]
+    # both in one load: every row once, each from the window that staged it
+    assert s["gap-both"].counts() == {"windows": 2, "rows_in": 20, "rows_out": 20, "duplicates": 0,
+                                      "already_loaded": 0}
+    assert s["gap-both"].keys == expected
 
 
 @pytest.mark.slow

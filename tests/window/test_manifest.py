@@ -57,6 +57,18 @@ def test_round_trip_and_parquet_content(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "part-00000.parquet"]
 
 
+def test_gaps_round_trip_and_older_manifests_have_none(tmp_path: Path) -> None:
+    m = WindowManifest(window_id="w", topic="T", consumer_group="G",
+                       queues=[QueueRange("broker-a", 2, 10, 20, 20, 0, gaps=((12, 15), (17, 18)))])
+    path = write_manifest(m, tmp_path)
+    assert json.loads(path.read_text())["queues"][0]["gaps"] == [[12, 15], [17, 18]]
+    assert read_manifest(path) == m
+    data = json.loads(path.read_text())
+    del data["queues"][0]["gaps"]  # as written before gaps existed
+    path.write_text(json.dumps(data))
+    assert read_manifest(path).queues[0].gaps == ()
+
+
 def test_file_entry_matches_file(tmp_path: Path) -> None:
     sub = tmp_path / "q0"
     fe = write_parquet_file(_rows("w", range(3)), sub / "a.parquet", tmp_path)
@@ -139,6 +151,12 @@ def test_row_count_must_match_parquet(tmp_path: Path) -> None:
     (lambda d: d["files"][0].pop("rows"), "files[0].rows"),
     (lambda d: d.update(window_id="a/b"), "window_id"),
     (lambda d: d.update(consumer_group=""), "consumer_group"),
+    (lambda d: d["queues"][0].update(gaps="x"), "queues[0].gaps"),
+    (lambda d: d["queues"][0].update(gaps=[[1]]), "queues[0].gaps[0]"),
+    (lambda d: d["queues"][0].update(gaps=[[3, 9]]), "queues[0].gaps[0]"),  # past end_offset
+    (lambda d: d["queues"][0].update(gaps=[[2, 2]]), "queues[0].gaps[0]"),  # empty
+    (lambda d: d["queues"][0].update(gaps=[[2, 3], [1, 2]]), "queues[0].gaps[1]"),  # unsorted
+    (lambda d: d["queues"][0].update(gaps=[[1, 2]]), "queues[0].messages"),  # 5 messages in 4 own offsets
 ])
 def test_bad_manifest_names_the_field(tmp_path: Path, mutate, field: str) -> None:
     path, _ = _window(tmp_path)
