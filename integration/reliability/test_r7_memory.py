@@ -17,7 +17,7 @@ BATCH = 32  # pull_batch_size
 
 
 _CALIBRATE = """
-import sys
+import collections, sys
 from airflow_provider_rocketmq.client.message import decode_messages, encode_stored_message
 from integration.reliability.member import rss_bytes
 body, n = int(sys.argv[1]), int(sys.argv[2])
@@ -25,19 +25,20 @@ record = encode_stored_message(topic="R7", body=b"x" * body, properties={"rel_se
                                queue_id=1, queue_offset=1, commit_log_offset=1, born_timestamp=1,
                                born_host="127.0.0.1:1", store_timestamp=1, store_host="127.0.0.1:10911")
 pull = record * 32
-kept = []
 before = rss_bytes()
-for _ in range(n // 32):
-    kept.append(decode_messages(pull))  # cached the way pulled batches are: lists of 32
+cache = collections.deque(maxlen=n // 32)  # a full cache whose oldest batches are consumed as new ones come
+for _ in range(4 * (n // 32)):
+    cache.append(decode_messages(pull))
 print((rss_bytes() - before) / (n // 32 * 32))
 """
 
 
-def rss_per_cached_message(n: int = 32_000) -> float:
-    """What one pulled-and-cached message adds to a process's RSS (objects, body, allocator overhead),
-    measured in a fresh interpreter holding ``n`` of them in pulled batches."""
+def rss_per_cached_message(n: int) -> float:
+    """What one cached message adds to a process's RSS in steady state (objects, body, allocator
+    overhead and the fragmentation of a cache whose batches keep being replaced), measured in a fresh
+    interpreter that keeps ``n`` messages in pulled batches of 32 while 3n more pass through."""
     out = subprocess.run([sys.executable, "-c", _CALIBRATE, str(BODY), str(n)], cwd=REPO, capture_output=True,
-                         text=True, timeout=120, check=True)
+                         text=True, timeout=300, check=True)
     return float(out.stdout.strip())
 
 
@@ -60,7 +61,7 @@ def test_r7_slow_listener_memory(broker: Broker, mode: Mode, tmp_path: Path) -> 
     finally:
         members.stop_all()
     cap_count = (per_queue + BATCH) * queues  # a pull is sent while the cache is at or under the threshold
-    per_msg = rss_per_cached_message()
+    per_msg = rss_per_cached_message(cap_count)
     cap_bytes = cap_count * per_msg
     max_cached = max(s["cached"] for s in stats)
     max_rss = max(s["rss"] for s in stats)
