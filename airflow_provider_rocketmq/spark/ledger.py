@@ -240,6 +240,17 @@ def _fsync_path(path: Path, *, directory: bool = False) -> None:
         os.close(fd)
 
 
+def _holds(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file ``fd`` has open: a flock on a lock file that another
+    process has meanwhile unlinked (or replaced) locks nothing anyone else will look at."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+
 def _makedirs(path: Path) -> None:
     """mkdir -p, fsyncing each new directory's parent so the directory survives a crash."""
     missing = []
@@ -352,6 +363,9 @@ class OutputStore:
             except OSError:
                 os.close(fd)  # a recovery took the brand-new lock first; try another id
                 continue
+            if not _holds(fd, lock_path):
+                os.close(fd)  # a recovery took it, discarded it and unlinked it before our flock
+                continue
             load = LoadDir(self, load_id, fd)
             load.data_dir.parent.mkdir()
             return load
@@ -429,6 +443,8 @@ class OutputStore:
                 except OSError:
                     out.busy.append(load_id)
                     continue
+                if not _holds(fd, lock_path):
+                    continue  # its driver finished (or another recovery ran) between listing and flock
                 # the driver is gone, so the ledger cannot change for this load any more
                 ledger = ledger or self.read()
                 entry = ledger.by_load_id(load_id)

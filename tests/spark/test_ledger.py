@@ -112,6 +112,39 @@ def test_recover_publishes_committed_discards_abandoned_and_leaves_live_loads(tm
     assert sorted(p.name for p in (out / LOADS_DIR).iterdir()) == []
 
 
+def test_a_recovery_between_reserving_and_locking_a_load_cannot_orphan_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interleaving that made four racing loaders fail in CI: a recovery in another process
+    locks a just-created lock file before its creator does, discards it and unlinks it; the
+    creator's flock then succeeds on the unlinked file. The load must not go on under a lock
+    nobody else sees (a later recovery would delete its files while it runs)."""
+    from airflow_provider_rocketmq.spark import ledger
+
+    out = tmp_path / "out"
+    OutputStore(out).begin().finish()
+    real_flock = ledger.fcntl.flock
+    rivals: list[Any] = []
+
+    def flock_after_a_rival_recovery(fd: int, op: int) -> None:
+        if not rivals:
+            monkeypatch.setattr(ledger.fcntl, "flock", real_flock)
+            rivals.append(OutputStore(out).recover())  # runs entirely between O_EXCL and flock
+        real_flock(fd, op)
+
+    monkeypatch.setattr(ledger.fcntl, "flock", flock_after_a_rival_recovery)
+    load = OutputStore(out).begin()
+    monkeypatch.setattr(ledger.fcntl, "flock", real_flock)
+    assert len(rivals[0].discarded) == 1 and rivals[0].discarded[0] != load.load_id
+    (load.data_dir / "window_id=w").mkdir(parents=True)
+    (load.data_dir / "window_id=w" / "part-0.parquet").write_bytes(b"rows")
+    rec = OutputStore(out).recover()
+    assert rec.busy == [load.load_id] and rec.discarded == []
+    assert (load.data_dir / "window_id=w" / "part-0.parquet").read_bytes() == b"rows"
+    entry = OutputStore(out).commit(load, OutputStore(out).read(), OffsetRanges.of([(Q0, 0, 1)]), ["w"], [], 0)
+    assert entry.load_id == load.load_id
+    load.finish()
+
+
 def test_publish_refuses_a_committed_file_that_vanished(tmp_path: Path) -> None:
     store = OutputStore(tmp_path / "out")
     load, f = _staged_load(store)
