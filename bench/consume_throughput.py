@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import time
 
@@ -31,28 +30,7 @@ from airflow_provider_rocketmq.client.mqclient import MQClient
 from airflow_provider_rocketmq.client.producer import AsyncProducer
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-
-BROKER_SCRIPT = """
-import asyncio, sys
-sys.path.insert(0, %r)
-from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
-from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker, BrokerSettings
-async def main():
-    ns = EmbeddedNameServer(); await ns.start()
-    b = EmbeddedBroker(BrokerSettings(queues=8)); await b.start(); ns.register(b)
-    b.create_topic(%r, 8, 8)
-    print(ns.addr, flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
-
-
-def start_broker(topic: str) -> tuple[subprocess.Popen[str], str]:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.Popen([sys.executable, "-c", BROKER_SCRIPT % (root, topic)], stdout=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
+from bench._broker import start_broker
 
 
 def fill(lt: LoopThread, namesrv: str, topic: str, count: int) -> None:

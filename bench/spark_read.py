@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,27 +29,7 @@ from airflow_provider_rocketmq.client.loop_thread import LoopThread
 from airflow_provider_rocketmq.client.message import Message
 from airflow_provider_rocketmq.client.mqclient import MQClient
 from airflow_provider_rocketmq.client.producer import AsyncProducer
-
-BROKER_SCRIPT = """
-import asyncio, sys
-sys.path.insert(0, %r)
-from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
-from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker, BrokerSettings
-async def main():
-    ns = EmbeddedNameServer(); await ns.start()
-    b = EmbeddedBroker(BrokerSettings(queues=8)); await b.start(); ns.register(b)
-    b.create_topic(%r, 8, 8)
-    print(ns.addr, flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
-
-
-def start_broker(topic: str) -> tuple[subprocess.Popen[str], str]:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.Popen([sys.executable, "-c", BROKER_SCRIPT % (root, topic)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
+from bench._broker import start_broker
 
 
 def backlog(lt: LoopThread, namesrv: str, topic: str) -> int:

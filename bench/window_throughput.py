@@ -32,6 +32,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench._broker import start_broker
 
 CHILD = r"""
 import json, os, resource, sys, threading, time
@@ -76,18 +79,6 @@ print("RESULT " + json.dumps({
     "cpu": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
     "startup_cpu": ru0.ru_utime + ru0.ru_stime, "maxrss_kb": hwm_kb, "threads": by_name}), flush=True)
 """
-
-
-def start_broker(topic: str, messages: int, size: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "airflow_provider_rocketmq.embedded.backlog", "--topic", topic,
-                             "--messages", str(messages), "--size", str(size)],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("namesrv="):
-        proc.kill()
-        raise RuntimeError(f"backlog broker did not start: {line!r}")
-    return proc, line.split("=", 1)[1]
 
 
 def run_window(namesrv: str, topic: str, group: str, staging: str, profile: str | None) -> dict[str, float]:
