@@ -29,7 +29,7 @@ from ..message import MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig
 from .consume_pool import ConsumePool, wait_exited
-from .lifecycle import Background, Lifecycle
+from .lifecycle import Background, Lifecycle, wait_set
 from .listener import ConsumeContext, failed_from, is_async_listener
 from .ports import OffsetSink, SendBackFn
 from .process_queue import ProcessQueue
@@ -208,11 +208,7 @@ class BatchConsumeService:
     # -- life cycle ----------------------------------------------------------------------------
     async def drain(self, timeout: float) -> bool:
         """Wait until in-flight batches are settled (or the timeout passes)."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+        return await wait_set(self._idle, timeout)
 
     async def close(self) -> None:
         await self.bg.cancel_all()

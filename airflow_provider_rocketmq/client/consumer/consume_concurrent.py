@@ -21,7 +21,7 @@ from ..message import MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig, ConsumeStatus
 from .consume_pool import ConsumePool, wait_exited
-from .lifecycle import Background, Lifecycle
+from .lifecycle import Background, Lifecycle, wait_set
 from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
 from .ports import OffsetSink, OwnedQueues, SendBackFn
 from .process_queue import InFlight, ProcessQueue
@@ -287,11 +287,7 @@ class ConcurrentConsumeService:
 
     async def drain(self, timeout: float) -> bool:
         """Wait until in-flight batches are settled (or the timeout passes)."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+        return await wait_set(self._idle, timeout)
 
     async def close(self) -> None:
         if self._poll_timer is not None:

@@ -21,6 +21,15 @@ from ..errors import ClientStateError
 log = logging.getLogger(__name__)
 
 
+async def wait_set(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for ``event`` at most ``timeout`` seconds; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except asyncio.TimeoutError:
+        return False
+
+
 class ConsumerState(enum.Enum):
     CREATED = "CREATED"
     STARTING = "STARTING"

@@ -24,7 +24,7 @@ from ..mqclient import MQClient
 from ..queue import MessageQueue
 from .allocate import AllocateStrategy
 from .config import ConsumerConfig
-from .lifecycle import Lifecycle
+from .lifecycle import Lifecycle, wait_set
 from .locks import LOCK_TIMEOUT, QueueLocks
 from .ports import DeniedHook, QueueControl, QueueRelease, RebalanceOffsets, StartOffset
 from .process_queue import ProcessQueue
@@ -81,10 +81,7 @@ class Rebalancer:
         # `while not closing`, not `while True`: Python 3.11's asyncio.wait_for (used by RPCs) can
         # swallow a cancellation that races with a completed result; shutdown must still end it
         while not self.life.closing:
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), self.config.rebalance_interval)
-            except asyncio.TimeoutError:
-                pass
+            await wait_set(self._wakeup, self.config.rebalance_interval)
             self._wakeup.clear()
             if self.life.paused:
                 continue
