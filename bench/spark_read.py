@@ -86,6 +86,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
+    # Python workers need this interpreter (the package's dependencies), not whatever python3 is on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     proc, namesrv = (None, args.namesrv) if args.namesrv else start_broker(args.topic)
     lt = LoopThread()
     out_dir = tempfile.mkdtemp(prefix="bench-spark-read-")
@@ -102,7 +104,7 @@ def main() -> None:
         from airflow_provider_rocketmq.spark.datasource import RocketMQDataSource
 
         spark = (SparkSession.builder.master(args.master).appName("bench-spark-read")
-                 .config("spark.ui.enabled", "false").config("spark.driver.memory", "1g").getOrCreate())
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "1g").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(RocketMQDataSource)
 
