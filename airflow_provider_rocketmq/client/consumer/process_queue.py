@@ -13,10 +13,16 @@ cached by their summary alone (first/last offset, count, body bytes): no
 message object exists unless a failure path asks the batch for its messages.
 Only the event-loop thread mutates a ProcessQueue; other threads (stats, tests)
 only read sizes.
+
+A pull loop held by flow control waits in `wait_for_space`: whatever leaves the
+cache (a settled batch, an orderly commit, a drop) wakes it at once, so a queue
+with small thresholds and a fast listener is not idled for the whole flow-control
+delay after every few pulls (Java waits the fixed 50 ms).
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
 from collections.abc import Iterator, Sequence
@@ -98,6 +104,11 @@ class InFlight:
         self.seen_at = 0.0
 
 
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class QueueState(enum.Enum):
     """ACTIVE -> DROPPED, never back: a dropped queue is replaced by a new ProcessQueue."""
 
@@ -110,6 +121,7 @@ class ProcessQueue:
 
     __slots__ = (
         "_inflight_seq",
+        "_space_waiter",
         "batches",
         "cached_count",
         "consuming",
@@ -144,11 +156,32 @@ class ProcessQueue:
         # concurrent: batches handed to listeners, for the consume-timeout cleaner
         self.inflight: dict[int, InFlight] = {}
         self._inflight_seq = 0
+        self._space_waiter: asyncio.Future[None] | None = None  # a pull loop held by flow control
 
     # -- state ---------------------------------------------------------------------
     def drop(self) -> None:
         self.state = QueueState.DROPPED
         self.dropped = True
+        if self._space_waiter is not None:
+            self._space_freed()
+
+    # -- flow control ----------------------------------------------------------------
+    async def wait_for_space(self, timeout: float) -> None:
+        """Until something leaves the cache or the queue is dropped, at most ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        fut = self._space_waiter = loop.create_future()
+        timer = loop.call_later(timeout, _resolve, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            if self._space_waiter is fut:
+                self._space_waiter = None
+
+    def _space_freed(self) -> None:
+        fut, self._space_waiter = self._space_waiter, None
+        if fut is not None:
+            _resolve(fut)
 
     # -- sizes ---------------------------------------------------------------------
     @property
@@ -248,6 +281,8 @@ class ProcessQueue:
         self.cached_count -= b.live
         self.msg_size -= b.size
         self.last_consume_time = time.monotonic()
+        if self._space_waiter is not None:
+            self._space_freed()
         return self.min_offset() if self.cached_count else self.queue_offset_max + 1
 
     def expand_batch(self, batch: PulledBatch) -> list[MessageExt]:
@@ -276,6 +311,8 @@ class ProcessQueue:
         else:
             self._remove_each(msgs)
         self.last_consume_time = time.monotonic()
+        if self._space_waiter is not None:
+            self._space_freed()
         return self.min_offset() if self.cached_count else self.queue_offset_max + 1
 
     def _remove_each(self, msgs: Sequence[MessageExt]) -> None:
@@ -369,6 +406,8 @@ class ProcessQueue:
         offset = max(c) + 1
         self.msg_size -= sum(len(m.body) for m in c.values())
         c.clear()
+        if self._space_waiter is not None:
+            self._space_freed()
         return offset
 
     def make_messages_consume_again(self, msgs: Sequence[MessageExt]) -> None:

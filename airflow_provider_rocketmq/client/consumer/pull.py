@@ -45,7 +45,7 @@ from .subscription import SubscriptionData
 log = logging.getLogger(__name__)
 
 
-DELAY_FLOW_CONTROL = 0.05  # local thresholds exceeded (Java PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+DELAY_FLOW_CONTROL = 0.05  # local thresholds exceeded, at most (Java PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
 DELAY_BROKER_FLOW_CONTROL = 0.02  # broker answered FLOW_CONTROL (215)
 DELAY_SUSPENDED = 1.0  # consumer paused
 DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset (lets in-flight work settle)
@@ -179,7 +179,7 @@ class PullService:
             if count > limits.count or pq.msg_size > limits.bytes \
                     or (count > 1 and not orderly and pq.span() > cfg.consume_concurrently_max_span):
                 self.flow_control_hits += 1
-                delay = DELAY_FLOW_CONTROL
+                await pq.wait_for_space(DELAY_FLOW_CONTROL)  # early when a batch leaves the cache
                 continue
             if orderly and cfg.clustering:
                 if not pq.locked:
