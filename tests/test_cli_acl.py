@@ -23,6 +23,7 @@ from airflow_provider_rocketmq.cli import _leaf_parsers, build_parser
 from airflow_provider_rocketmq.client import ClientConfig
 from airflow_provider_rocketmq.client.admin import Admin
 from airflow_provider_rocketmq.client.errors import RouteNotFoundError
+from airflow_provider_rocketmq.window.manifest import QueueRange, WindowManifest, write_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "airflow_provider_rocketmq.cli"]
@@ -125,14 +126,28 @@ COMMANDS = {
     "consume": ["consume", "--group", "cli_fresh", "--topic", TOPIC, "--from", "first", "--max-messages", "1",
                 "--idle-timeout", "5"],
     "window": ["window", "--group", "cli_fresh", "--topic", TOPIC, "--max-duration", "5"],
+    "window-commit": ["window-commit"],  # + a manifest of cli_fresh's offsets (_argv)
 }
 SERVER_COMMANDS = {"broker"}  # the embedded broker itself takes --acl-file, not client credentials
 LOCAL_COMMANDS = {"spark-package"}  # builds a zip; never talks to a broker
 
 
+def _manifest(broker: Broker, group: str, end: int = 1) -> str:
+    """A valid offsets manifest moving ``group`` to ``end`` on both queues (no broker involved)."""
+    path = broker.tmp / f"m-{group}-{os.urandom(4).hex()}"
+    write_manifest(WindowManifest(window_id="acl", topic=TOPIC, consumer_group=group, handoff="offsets",
+                                  queues=[QueueRange("broker-a", q, 0, end, end, 0) for q in range(2)]),
+                   path / "manifest.json")
+    return str(path)
+
+
 def _argv(name: str, broker: Broker) -> list[str]:
     argv = list(COMMANDS[name])
-    return [*argv, "--staging", str(broker.tmp / f"w-{os.urandom(4).hex()}")] if name == "window" else argv
+    if name == "window":
+        return [*argv, "--staging", str(broker.tmp / f"w-{os.urandom(4).hex()}")]
+    if name == "window-commit":
+        return [*argv, _manifest(broker, "cli_fresh")]
+    return argv
 
 
 def test_every_client_command_is_in_the_matrix() -> None:
@@ -209,6 +224,7 @@ def test_good_credentials_work_and_denied_resources_are_reported(broker: Broker)
     refusals["No default permission for group:cli_denied "] = [
         "window", "--group", "cli_denied", "--topic", TOPIC, "--staging", str(window_staging),
         "--max-duration", "5"]
+    refusals["No default permission for group:cli_denied  "] = ["window-commit", _manifest(broker, "cli_denied")]
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda argv: broker.run(USER, *argv, verbose=False), refusals.values()))
     for reason, done in zip(refusals, results):
@@ -221,3 +237,15 @@ def test_good_credentials_work_and_denied_resources_are_reported(broker: Broker)
         admin.high_water_marks("AclElsewhere")  # the refused send did not auto-create the topic
     assert all(q["consumer_offset"] <= 0 for q in broker.lag("cli_denied")["queues"])
     assert not (window_staging / "manifest.json").exists()
+
+    # the offsets hand-off: a manifest of ranges, nothing consumed, then window-commit after the "load"
+    assert broker.run(USER, "produce", "--topic", TOPIC, "--count", "4").returncode == 0
+    ranges = broker.tmp / "w-offsets"
+    done = broker.run(USER, "window", "--group", "cli_window", "--topic", TOPIC, "--staging", str(ranges),
+                      "--handoff", "offsets", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["messages"] == 4, done.stderr
+    assert broker.lag("cli_window")["total_lag"] == 4
+    done = broker.run(USER, "window-commit", str(ranges))
+    assert done.returncode == 0 and "committed" in done.stdout, done.stderr
+    assert broker.lag("cli_window")["total_lag"] == 0
+    _no_secret(done)

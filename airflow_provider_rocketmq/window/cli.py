@@ -1,10 +1,17 @@
-"""``rocketmq-airflow window``: consume and stage one bounded window from the command line.
+"""``rocketmq-airflow window`` and ``window-commit``: one bounded window from the command line.
 
-Same loop as the Airflow operator (`window.runner.run_window`), without Airflow:
+Same code as the Airflow operators (`window.runner.run_window`, `window.snapshot.snapshot_window`,
+`window.commit.commit_manifest_files`), without Airflow:
 
     rocketmq-airflow window --namesrv 127.0.0.1:9876 --group G --topic T --staging DIR \\
         [--expression 'TagA || TagB'] [--max-messages N] [--max-bytes B] [--max-duration S] \\
-        [--no-commit] [--from first|last] [--json]
+        [--no-commit] [--from first|last] [--handoff staging|offsets] [--json]
+    rocketmq-airflow window-commit DIR_OR_MANIFEST [...] [--json]
+
+``--handoff offsets`` writes a manifest of each queue's [committed, high-water) range and consumes
+nothing (a Spark job reads the ranges through the ``rocketmq`` data source); such a window is never
+committed by ``window``: run ``window-commit`` once the load succeeded. ``--no-commit`` staging
+windows are committed the same way.
 """
 
 from __future__ import annotations
@@ -55,9 +62,30 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--from", dest="start_from", choices=sorted(_FROM), default="first",
                    help="where a group without committed offsets starts (default first)")
     p.add_argument("--no-commit", action="store_true",
-                   help="do not commit the end offsets (commit later from the manifest)")
+                   help="do not commit the end offsets (commit later with window-commit)")
+    p.add_argument("--handoff", choices=HANDOFFS, default="staging",
+                   help="staging (default): consume and stage Parquet; offsets: write only the offset "
+                   "ranges for a Spark job reading through the rocketmq data source (nothing consumed, "
+                   "nothing committed)")
     p.set_defaults(func=run)
+
+    c: argparse.ArgumentParser = subparsers.add_parser(
+        "window-commit",
+        help="commit the end offsets of window manifests (after the load succeeded)",
+        description="Read and validate every manifest first (a corrupt one commits nothing), then set each "
+        "manifest's consumer group to its end offsets, never backwards, reading them back from the broker.",
+    )
+    c.add_argument("--namesrv", default=None, help="name servers host:port[;host:port] "
+                   "(default: $NAMESRV_ADDR or 127.0.0.1:9876)")
+    c.add_argument("--json", action="store_true", help="print the offsets moved as JSON")
+    c.add_argument("manifests", nargs="+", metavar="MANIFEST",
+                   help="a window directory, its manifest.json, or a URL of either")
+    c.add_argument("--storage-options", default=None, metavar="JSON", help="fsspec storage options for URLs")
+    c.set_defaults(func=run_commit)
     return p
+
+
+HANDOFFS = ("staging", "offsets")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,11 +97,50 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if getattr(args, "json", False):
         print(json.dumps({**result.to_xcom(), "window_id": result.window_id, "reused": result.reused,
-                          "committed": result.committed}))
+                          "committed": result.committed, "handoff": args.handoff}))
+    elif args.handoff == "offsets":
+        print(f"offsets window {result.window_id}: {result.messages} offsets -> {result.manifest} "
+              "(not committed: run window-commit after the load)")
     else:
         print(f"window {result.window_id}: {result.messages} messages, {result.bytes} bytes -> "
               f"{result.manifest}")
     return 0
+
+
+def run_commit(args: argparse.Namespace) -> int:
+    """``window-commit``: exit 0 with the offsets moved, 2 with one error line."""
+    from airflow_provider_rocketmq.client import Admin, ClientConfig
+    from airflow_provider_rocketmq.client.config import env_client_options
+    from airflow_provider_rocketmq.window.commit import commit_manifest_files
+
+    try:
+        storage_options = _storage_options(args.storage_options)
+        options = env_client_options(args.namesrv)
+        with Admin(ClientConfig(**options).validate()) as admin:
+            moved = commit_manifest_files(admin, args.manifests, storage_options=storage_options)
+    except (RocketMQError, OSError) as exc:
+        print(f"rocketmq-airflow window-commit: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"committed": moved}))
+    else:
+        for key, offset in sorted(moved.items()):
+            print(f"committed {key} -> {offset}")
+        if not moved:
+            print("nothing to commit: the broker already holds these offsets or later ones")
+    return 0
+
+
+def _storage_options(text: str | None) -> dict[str, Any]:
+    from airflow_provider_rocketmq.client.errors import ConfigError
+
+    try:
+        options = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise ConfigError("storage_options", f"not valid JSON ({exc})") from None
+    if not isinstance(options, dict):
+        raise ConfigError("storage_options", "must be a JSON object")
+    return options
 
 
 def _run(args: argparse.Namespace) -> Any:
@@ -88,18 +155,27 @@ def _run(args: argparse.Namespace) -> Any:
         register_window_listener,
         run_window,
     )
+    from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 
     options = env_client_options(args.namesrv)  # namesrv, ACL credentials, namespace
     namesrv = options["namesrv_addr"]
     consumer_config = ConsumerConfig(**options, **WINDOW_CONSUMER_DEFAULTS, enable_offset_commit=False,
                                      consume_from_where=_FROM[args.start_from])
-    try:
-        storage_options = json.loads(args.storage_options) if args.storage_options else {}
-    except ValueError as exc:
-        raise ConfigError("storage_options", f"not valid JSON ({exc})") from None
-    if not isinstance(storage_options, dict):
-        raise ConfigError("storage_options", "must be a JSON object")
+    storage_options = _storage_options(args.storage_options)
     consumer_config.validate()
+    if args.handoff == "offsets":
+        for flag, value in (("--max-bytes", args.max_bytes), ("--max-duration", args.max_duration)):
+            if value is not None:
+                raise ConfigError(flag, "an offsets window has no byte or time bound (nothing is consumed); "
+                                  "use --max-messages")
+        if args.no_commit:
+            log.info("--no-commit: an offsets window is never committed by this command anyway")
+        offsets_spec = OffsetsWindow(
+            topic=args.topic, consumer_group=args.group, staging_dir=args.staging, window_id=args.window_id,
+            expression=args.expression, consume_from_where=ConsumeFromWhere[_FROM[args.start_from]],
+            max_messages=args.max_messages, storage_options=storage_options)
+        with Admin(ClientConfig(**options).validate()) as admin:
+            return snapshot_window(offsets_spec, admin, namesrv=namesrv)
     spec = WindowSpec(
         topic=args.topic, consumer_group=args.group, staging_dir=args.staging, window_id=args.window_id,
         storage_options=storage_options,
