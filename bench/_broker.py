@@ -1,7 +1,9 @@
-"""The embedded broker the benches run in a process of their own (so client CPU is measured alone).
+"""The embedded broker the benches run in a process of their own (so client CPU is measured alone),
+and the backlog they read.
 
-It is `airflow_provider_rocketmq.embedded.backlog`: a name server and a broker with ``topic`` on
-``queues`` queues, optionally holding a backlog written straight into its store.
+`start_broker` runs `airflow_provider_rocketmq.embedded.backlog`: a name server and a broker with
+``topic`` on ``queues`` queues, optionally holding a backlog written straight into its store.
+`fill` sends 100-byte messages through the producer instead; `backlog` counts what a topic holds.
 """
 
 from __future__ import annotations
@@ -9,6 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+
+from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.loop_thread import LoopThread
+from airflow_provider_rocketmq.client.message import Message
+from airflow_provider_rocketmq.client.mqclient import MQClient
+from airflow_provider_rocketmq.client.producer import AsyncProducer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,3 +33,31 @@ def start_broker(topic: str, messages: int = 0, size: int = 100,
         proc.kill()
         raise RuntimeError(f"embedded broker did not start: {line!r}")
     return proc, line.split("=", 1)[1]
+
+
+def fill(lt: LoopThread, namesrv: str, topic: str, count: int) -> None:
+    """Send ``count`` 100-byte messages, 128 per batch, round-robin over the topic's queues."""
+    async def go() -> None:
+        producer = AsyncProducer(ClientConfig(namesrv_addr=namesrv), group="bench_producer")
+        await producer.start()
+        qs = await producer.publish_queues(topic)
+        body = b"x" * 100
+        sent, q = 0, 0
+        while sent < count:
+            n = min(128, count - sent)
+            await producer.send_batch([Message(topic, body) for _ in range(n)], queue=qs[q % len(qs)])
+            sent += n
+            q += 1
+        await producer.close()
+    lt.run(go(), timeout=3600)
+
+
+def backlog(lt: LoopThread, namesrv: str, topic: str) -> int:
+    """Messages ``topic`` holds (sum of its queues' max offsets)."""
+    async def go() -> int:
+        client = MQClient(ClientConfig(namesrv_addr=namesrv))
+        route = await client.get_route(topic)
+        total = sum([await client.max_offset(mq) for mq in route.subscribe_queues(topic)])
+        await client.close()
+        return total
+    return lt.run(go())

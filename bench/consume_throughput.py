@@ -25,38 +25,11 @@ from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.consumer.config import ConsumeStatus
 from airflow_provider_rocketmq.client.consumer.push import PushConsumer
 from airflow_provider_rocketmq.client.loop_thread import LoopThread
-from airflow_provider_rocketmq.client.message import Message, decode_messages
+from airflow_provider_rocketmq.client.message import decode_messages
 from airflow_provider_rocketmq.client.mqclient import MQClient
-from airflow_provider_rocketmq.client.producer import AsyncProducer
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from bench._broker import start_broker
-
-
-def fill(lt: LoopThread, namesrv: str, topic: str, count: int) -> None:
-    async def go() -> None:
-        producer = AsyncProducer(ClientConfig(namesrv_addr=namesrv), group="bench_producer")
-        await producer.start()
-        qs = await producer.publish_queues(topic)
-        body = b"x" * 100
-        sent, q = 0, 0
-        while sent < count:
-            n = min(128, count - sent)
-            await producer.send_batch([Message(topic, body) for _ in range(n)], queue=qs[q % len(qs)])
-            sent += n
-            q += 1
-        await producer.close()
-    lt.run(go(), timeout=3600)
-
-
-def backlog(lt: LoopThread, namesrv: str, topic: str) -> int:
-    async def go() -> int:
-        client = MQClient(ClientConfig(namesrv_addr=namesrv))
-        route = await client.get_route(topic)
-        total = sum([await client.max_offset(mq) for mq in route.subscribe_queues(topic)])
-        await client.close()
-        return total
-    return lt.run(go())
+from bench._broker import backlog, fill, start_broker
 
 
 def run_push(namesrv: str, topic: str, group: str, total: int, batch: int) -> tuple[float, float]:

@@ -18,6 +18,7 @@ from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.triggers.await_message import (
     FORCED_OVERRIDES,
     RocketMQAwaitMessageTrigger,
+    dotted_path_checked,
     wait_for_message,
 )
 
@@ -68,15 +69,12 @@ class RocketMQAwaitMessageSensor(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not isinstance(apply_function, str) or "." not in apply_function:
-            raise ConfigError("apply_function", "expected the dotted path of a function importable in the "
-                              f"triggerer ('module.function'), got {apply_function!r}")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not timeout > 0):
             raise ConfigError("timeout", f"must be > 0 seconds or None, got {timeout!r}")
         self.topic = topic
         self.consumer_group = consumer_group
-        self.apply_function = apply_function
+        self.apply_function = dotted_path_checked(apply_function)
         self.apply_function_args = apply_function_args
         self.apply_function_kwargs = apply_function_kwargs
         self.expression = expression

@@ -36,6 +36,14 @@ FORCED_OVERRIDES = {"consume_message_batch_max_size": 1, "enable_offset_commit":
                     "message_model": "CLUSTERING"}
 
 
+def dotted_path_checked(apply_function: Any) -> str:
+    """``apply_function`` as the trigger needs it: a dotted path the triggerer can import."""
+    if not isinstance(apply_function, str) or "." not in apply_function:
+        raise ConfigError("apply_function", "expected the dotted path of a function importable in the "
+                          f"triggerer ('module.function'), got {apply_function!r}")
+    return apply_function
+
+
 def consumer_overrides_checked(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     out = dict(overrides or {})
     for name in out:
@@ -127,12 +135,9 @@ class RocketMQAwaitMessageTrigger(BaseEventTrigger):
         rocketmq_conn_id: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0
-        if not isinstance(apply_function, str) or "." not in apply_function:
-            raise ConfigError("apply_function",
-                              f"expected a dotted path 'module.function', got {apply_function!r}")
         self.topic = topic
         self.consumer_group = consumer_group
-        self.apply_function = apply_function
+        self.apply_function = dotted_path_checked(apply_function)
         self.apply_function_args = list(apply_function_args or ())
         self.apply_function_kwargs = dict(apply_function_kwargs or {})
         self.expression = expression

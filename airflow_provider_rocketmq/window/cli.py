@@ -131,6 +131,27 @@ def run_commit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _snapshot(args: argparse.Namespace, options: dict[str, Any], storage_options: dict[str, Any]) -> Any:
+    """``--handoff offsets``: the manifest of [committed, high-water) ranges; nothing consumed or committed."""
+    from airflow_provider_rocketmq.client import Admin, ClientConfig
+    from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
+    from airflow_provider_rocketmq.client.errors import ConfigError
+    from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
+
+    for flag, value in (("--max-bytes", args.max_bytes), ("--max-duration", args.max_duration)):
+        if value is not None:
+            raise ConfigError(flag, "an offsets window has no byte or time bound (nothing is consumed); "
+                              "use --max-messages")
+    if args.no_commit:
+        log.info("--no-commit: an offsets window is never committed by this command anyway")
+    spec = OffsetsWindow(
+        topic=args.topic, consumer_group=args.group, staging_dir=args.staging, window_id=args.window_id,
+        expression=args.expression, consume_from_where=ConsumeFromWhere[_FROM[args.start_from]],
+        max_messages=args.max_messages, storage_options=storage_options)
+    with Admin(ClientConfig(**options).validate()) as admin:
+        return snapshot_window(spec, admin, namesrv=options["namesrv_addr"])
+
+
 def _storage_options(text: str | None) -> dict[str, Any]:
     from airflow_provider_rocketmq.client.errors import ConfigError
 
@@ -147,7 +168,6 @@ def _run(args: argparse.Namespace) -> Any:
     from airflow_provider_rocketmq.client import Admin, ClientConfig, PushConsumer
     from airflow_provider_rocketmq.client.config import env_client_options
     from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumerConfig
-    from airflow_provider_rocketmq.client.errors import ConfigError
     from airflow_provider_rocketmq.window.runner import (
         WINDOW_CONSUMER_DEFAULTS,
         Listener,
@@ -155,27 +175,15 @@ def _run(args: argparse.Namespace) -> Any:
         register_window_listener,
         run_window,
     )
-    from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 
     options = env_client_options(args.namesrv)  # namesrv, ACL credentials, namespace
     namesrv = options["namesrv_addr"]
+    storage_options = _storage_options(args.storage_options)
+    if args.handoff == "offsets":
+        return _snapshot(args, options, storage_options)
     consumer_config = ConsumerConfig(**options, **WINDOW_CONSUMER_DEFAULTS, enable_offset_commit=False,
                                      consume_from_where=_FROM[args.start_from])
-    storage_options = _storage_options(args.storage_options)
     consumer_config.validate()
-    if args.handoff == "offsets":
-        for flag, value in (("--max-bytes", args.max_bytes), ("--max-duration", args.max_duration)):
-            if value is not None:
-                raise ConfigError(flag, "an offsets window has no byte or time bound (nothing is consumed); "
-                                  "use --max-messages")
-        if args.no_commit:
-            log.info("--no-commit: an offsets window is never committed by this command anyway")
-        offsets_spec = OffsetsWindow(
-            topic=args.topic, consumer_group=args.group, staging_dir=args.staging, window_id=args.window_id,
-            expression=args.expression, consume_from_where=ConsumeFromWhere[_FROM[args.start_from]],
-            max_messages=args.max_messages, storage_options=storage_options)
-        with Admin(ClientConfig(**options).validate()) as admin:
-            return snapshot_window(offsets_spec, admin, namesrv=namesrv)
     spec = WindowSpec(
         topic=args.topic, consumer_group=args.group, staging_dir=args.staging, window_id=args.window_id,
         storage_options=storage_options,

@@ -382,15 +382,8 @@ class ConsumerCore:
         client = self._running().client
         data = data or self.heartbeat_data()
         ok = False
-        for name, addrs in client.broker_addrs().items():
-            for addr in addrs.values():
-                try:
-                    await client.heartbeat(addr, data, HEARTBEAT_TIMEOUT)
-                    ok = True
-                except AclDeniedError as exc:
-                    self.note_denied(f"heartbeat to {name}", exc)
-                except RocketMQError as exc:
-                    log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
+        for name in client.broker_addrs():
+            ok = await self._heartbeat_broker(client, name, data, logging.WARNING) or ok
         return ok
 
     def renew_on(self, broker: str) -> None:
@@ -420,16 +413,19 @@ class ConsumerCore:
         finally:
             self._renewing.discard(broker)
 
-    async def _heartbeat_broker(self, client: MQClient, broker: str) -> bool:
+    async def _heartbeat_broker(self, client: MQClient, broker: str, data: dict[str, Any] | None = None,
+                                level: int = logging.DEBUG) -> bool:
+        """HEART_BEAT to every address of ``broker``; True if one succeeded (failures logged at ``level``)."""
+        data = data or self.heartbeat_data()
         ok = False
         for addr in client.broker_addrs().get(broker, {}).values():
             try:
-                await client.heartbeat(addr, self.heartbeat_data(), HEARTBEAT_TIMEOUT)
+                await client.heartbeat(addr, data, HEARTBEAT_TIMEOUT)
                 ok = True
             except AclDeniedError as exc:
                 self.note_denied(f"heartbeat to {broker}", exc)
             except RocketMQError as exc:
-                log.debug("heartbeat to %s (%s) failed: %s", broker, addr, exc)
+                log.log(level, "heartbeat to %s (%s) failed: %s", broker, addr, exc)
         return ok
 
     async def on_queues_changed(self, topic: str, mq_all: frozenset[MessageQueue],
