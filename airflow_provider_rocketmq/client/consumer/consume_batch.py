@@ -61,9 +61,6 @@ class BatchConsumeService:
         self.inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self.consumed_ok = 0
-        self.consumed_failed = 0
-        self.consume_rt_total = 0.0
         self._results: collections.deque[_Result] = collections.deque()
         self.pool: ConsumePool | None = None
         self._queue: collections.deque[tuple[PulledBatch, ProcessQueue, MessageQueue]] = collections.deque()
@@ -134,7 +131,6 @@ class BatchConsumeService:
     # -- results (loop thread) -----------------------------------------------------------------
     def _settle(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue, status: Any, ack_index: int,
                 delay_level: int, rt: float) -> None:
-        self.consume_rt_total += rt
         n = batch.count
         st = self.stats.topic(mq.topic)
         st.consume_rt += rt
@@ -143,7 +139,6 @@ class BatchConsumeService:
         ctx.ack_index = ack_index
         ok_n = failed_from(status, ctx, n)
         if ok_n >= n:  # the common case: the whole batch
-            self.consumed_ok += n
             st.consumed_ok += n
             if not pq.dropped:  # a dropped queue moved to another member: do not touch offsets
                 offset = pq.remove_batch(batch)
@@ -151,8 +146,6 @@ class BatchConsumeService:
                     self.offsets.update_offset(mq, offset, increase_only=True)
             self._done_one()
             return
-        self.consumed_ok += ok_n
-        self.consumed_failed += n - ok_n
         st.consumed_ok += ok_n
         st.consumed_failed += n - ok_n
         if pq.dropped:

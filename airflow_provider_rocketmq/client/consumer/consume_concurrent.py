@@ -61,9 +61,6 @@ class ConcurrentConsumeService:
         self._idle = asyncio.Event()
         self._idle.set()
         self.bg = Background("concurrent consume")
-        self.consumed_ok = 0
-        self.consumed_failed = 0
-        self.consume_rt_total = 0.0
         # Worker results go through a deque that the loop polls (pull loop + a timer armed while
         # batches are in flight): workers never wake the loop, which would cost a self-pipe write,
         # a loop iteration and a GIL hand-off per burst.
@@ -207,13 +204,11 @@ class ConcurrentConsumeService:
     def _settle(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue, token: int,
                 failures: list[Failure], rt: float) -> None:
         pq.inflight.pop(token, None)  # ProcessQueue.end_batch, inlined: once per batch
-        self.consume_rt_total += rt
         n = len(msgs)
         st = self.stats.topic(mq.topic)
         st.consume_rt += rt
         st.consume_calls += -(-n // self.batch_max)  # the listener calls the batch took
         if not failures:  # the common case
-            self.consumed_ok += n
             st.consumed_ok += n
             if not pq.dropped:  # a dropped queue moved to another member: do not touch offsets
                 offset = pq.remove_messages(msgs)
@@ -222,8 +217,6 @@ class ConcurrentConsumeService:
             self._done_one()
             return
         n_failed = sum(len(f[0]) for f in failures)
-        self.consumed_ok += n - n_failed
-        self.consumed_failed += n_failed
         st.consumed_ok += n - n_failed
         st.consumed_failed += n_failed
         if pq.dropped:

@@ -62,9 +62,6 @@ class OrderlyConsumeService:
         # its re-lock (task); either holds the queue, so a new pull does not start a worker early
         self._timers: dict[MessageQueue, tuple[ProcessQueue, asyncio.TimerHandle]] = {}
         self._relocks: dict[MessageQueue, tuple[ProcessQueue, asyncio.Task[None]]] = {}
-        self.consumed_ok = 0
-        self.consumed_failed = 0
-        self.consume_rt_total = 0.0
 
     def submit(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         self._ensure_worker(pq, mq)
@@ -194,22 +191,18 @@ class OrderlyConsumeService:
                     log.exception("orderly listener raised on %d message(s) of %s", len(msgs), mq)
                     status = None
                 rt = time.monotonic() - start
-                self.consume_rt_total += rt
                 st.consume_rt += rt
                 st.consume_calls += 1
                 if pq.dropped:
                     return
                 outcome = orderly_outcome(status, ctx.auto_commit)
                 if outcome is OrderlyOutcome.COMMIT:
-                    self.consumed_ok += len(msgs)
                     st.consumed_ok += len(msgs)
                     self._commit(pq, mq)
                     continue
                 if outcome is OrderlyOutcome.ACK:  # auto_commit off: consumed, offset unchanged
-                    self.consumed_ok += len(msgs)
                     st.consumed_ok += len(msgs)
                     continue
-                self.consumed_failed += len(msgs)
                 st.consumed_failed += len(msgs)
                 if outcome is OrderlyOutcome.ROLLBACK:
                     pq.rollback()

@@ -520,7 +520,6 @@ class ConsumerCore:
     def stats(self) -> dict[str, Any]:
         parts = self.parts
         table = self.table
-        consume = parts.consume if parts is not None else None
         pull = parts.pull if parts is not None else None
         send_back = parts.send_back if parts is not None else None
         errors = self.bg.errors
@@ -538,10 +537,10 @@ class ConsumerCore:
             "cached_bytes": sum(pq.msg_size for pq in table.values()),
             "max_cached_in_queue": max((pq.count for pq in table.values()), default=0),
             "pulls": pull.pulls if pull else 0,
-            "pulled_messages": pull.pulled_msgs if pull else 0,
+            "pulled_messages": self.consume_stats.total("pulled"),
             "flow_control_delays": pull.flow_control_hits if pull else 0,
-            "consumed_ok": consume.consumed_ok if consume else 0,
-            "consumed_failed": consume.consumed_failed if consume else 0,
+            "consumed_ok": self.consume_stats.total("consumed_ok"),
+            "consumed_failed": self.consume_stats.total("consumed_failed"),
             "sent_back": send_back.sent_back if send_back else 0,
             "fallback_sends": send_back.fallback_sends if send_back else 0,
             "background_errors": errors,

@@ -112,7 +112,6 @@ class PullService:
         self._sweeper: asyncio.Task[None] | None = None
         self.now = time.monotonic
         self.pulls = 0
-        self.pulled_msgs = 0
         self.flow_control_hits = 0
 
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
@@ -257,7 +256,6 @@ class PullService:
                     self.next_offsets[mq] = next_begin
                     if batch is None or not pq.put_batch(batch):
                         continue
-                    self.pulled_msgs += batch.count
                     st.pulled += batch.count
                     submit_batch(batch, pq, mq)
                 else:
@@ -275,7 +273,6 @@ class PullService:
                         msgs = self._prepare(mq, msgs, sub.tags_set)
                     if not msgs:
                         continue
-                    self.pulled_msgs += len(msgs)
                     st.pulled += len(msgs)
                     pq.put_messages(msgs)
                     submit(msgs, pq, mq)

@@ -65,6 +65,10 @@ class ConsumeStatsTable:
             st = self.topics[name] = TopicStats()
         return st
 
+    def total(self, counter: str) -> int:
+        """One counter (``pulled``, ``consumed_ok``, ``consumed_failed``...) summed over every topic."""
+        return sum(getattr(st, counter) for st in self.topics.values())
+
     def sample(self) -> None:
         now = self.clock()
         self._samples.append((now, {name: st.values() for name, st in self.topics.items()}))
