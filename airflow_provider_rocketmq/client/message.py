@@ -308,17 +308,27 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
     append = out.append
     pos = 0
     end = len(data)
-    fixed = _FIXED_V4
+    fixed = _FIXED_V4.unpack_from  # the whole fixed part of an IPv4 record in one call
+    fixed_size = _FIXED_V4.size
+    short = _H.unpack_from
     new = MessageExt.__new__
+    # the records of one pull share their topic: its name is decoded once, then compared as bytes
+    topic_raw = b""
+    topic = ""
     while pos < end:
         if end - pos < 4:
             raise MessageDecodeError(f"{end - pos} trailing bytes after the last message")
         try:
-            (store_size, magic, body_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-             born_ts) = _HEAD.unpack_from(data, pos)
-        except struct.error:
-            raise MessageDecodeError("truncated message record header") from None
-        if store_size < _FIXED_V4.size or pos + store_size > end:
+            (store_size, magic, body_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_ts,
+             bip, bport, store_ts, sip, sport, reconsume, prep, body_len) = fixed(data, pos)
+        except struct.error:  # fewer bytes left than any record holds
+            try:
+                store_size = _HEAD.unpack_from(data, pos)[0]
+            except struct.error:
+                raise MessageDecodeError("truncated message record header") from None
+            raise MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})") from None
+        rec_end = pos + store_size
+        if store_size < fixed_size or rec_end > end:
             raise MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})")
         if magic != MAGIC_V1 and magic != MAGIC_V2:
             raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
@@ -327,12 +337,10 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
         m.broker_name = broker_name
         try:
             if not sys_flag & 0x30:
-                (_, _, _, _, _, _, _, _, _, bip, bport, store_ts, sip, sport, reconsume, prep,
-                 body_len) = fixed.unpack_from(data, pos)
                 m._born_host = (bip, bport)
                 m._store_host = (sip, sport)
-                p = pos + 88
-            else:
+                p = pos + fixed_size
+            else:  # an IPv6 host: the layout after bornTimestamp differs
                 p = pos + _HEAD.size
                 blen = 16 if sys_flag & FLAG_BORNHOST_V6 else 4
                 m._born_host = (data[p:p + blen], _I.unpack_from(data, p + blen)[0])
@@ -344,7 +352,6 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
                 p += slen + 4
                 reconsume, prep, body_len = struct.unpack_from(">iqi", data, p)
                 p += 16
-            rec_end = pos + store_size
             if body_len < 0 or p + body_len > rec_end:
                 raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
             body = data[p:p + body_len]
@@ -353,13 +360,15 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
                 (tlen,) = _B.unpack_from(data, p)
                 p += 1
             else:
-                (tlen,) = _H.unpack_from(data, p)
+                (tlen,) = short(data, p)
                 p += 2
             if tlen < 0 or p + tlen > rec_end:
                 raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
-            topic = data[p:p + tlen].decode("utf-8")
+            if tlen != len(topic_raw) or not data.startswith(topic_raw, p):
+                topic_raw = data[p:p + tlen]
+                topic = topic_raw.decode("utf-8")
             p += tlen
-            (plen,) = _H.unpack_from(data, p)
+            (plen,) = short(data, p)
             p += 2
             if plen < 0 or p + plen > rec_end:
                 raise MessageDecodeError(f"properties length {plen} overruns the record at {pos}")
@@ -384,7 +393,7 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
         m.body = body
         m.topic = topic
         append(m)
-        pos += store_size
+        pos = rec_end
     return out
 
 

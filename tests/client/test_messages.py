@@ -49,6 +49,32 @@ def test_ipv6_hosts_and_offset_msg_id() -> None:
         parse_offset_msg_id("ABC")
 
 
+def test_records_of_different_topics_in_one_body_keep_their_own_topic() -> None:
+    # the decoder reuses the previous record's topic name while the bytes match: a change of
+    # topic, also to one of the same length, an empty one or an IPv6 record, must show
+    topics = ["TopicA", "TopicA", "TopicB", "", "TopicA", "Other", "TopicA"]
+    hosts = ["127.0.0.2:5000"] * 5 + ["[2001:db8::1]:4000", "127.0.0.2:5000"]
+    body = b"".join(encode_stored_message(
+        topic=t, body=str(i).encode(), properties="", queue_id=1, queue_offset=i, commit_log_offset=i,
+        born_timestamp=1, born_host=h, store_timestamp=2, store_host="127.0.0.1:10911")
+        for i, (t, h) in enumerate(zip(topics, hosts)))
+    msgs = decode_messages(body)
+    assert [(m.topic, m.body, m.queue_offset) for m in msgs] == \
+        [(t, str(i).encode(), i) for i, t in enumerate(topics)]
+    assert msgs[5].born_host == "[2001:db8::1]:4000"
+
+
+def test_a_topic_that_is_not_utf8_is_a_decode_error_even_after_a_valid_record() -> None:
+    good = encode_stored_message(topic="TopicA", body=b"x", properties="", queue_id=1, queue_offset=0,
+                                 commit_log_offset=0, born_timestamp=1, born_host="127.0.0.2:5000",
+                                 store_timestamp=2, store_host="127.0.0.1:10911")
+    bad = bytearray(good)
+    at = bytes(bad).index(b"TopicA")
+    bad[at:at + 6] = b"Topi\xff\xfe"  # same length as the previous record's topic
+    with pytest.raises(MessageDecodeError, match="topic at .* is not UTF-8"):
+        decode_messages(good + bytes(bad))
+
+
 def test_zlib_lz4_zstd_bodies() -> None:
     body = b"payload " * 1000
     (m,) = decode_messages(_stored(zlib.compress(body), sys_flag=0x1))  # legacy: type bits 0 = zlib
