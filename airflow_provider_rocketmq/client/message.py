@@ -28,7 +28,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import CompressionUnavailableError, ConfigError, MessageDecodeError
 
@@ -74,6 +74,10 @@ PROPERTY_TRACE_ON = "TRACE_ON"
 # bornHost/storeHost as IPv4: one struct for the whole fixed prefix up to bodyLen.
 _FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _HEAD = struct.Struct(">iiiiiqqiq")  # up to bornTimestamp; hosts vary after it
+# What the decoder reads at once from an IPv4 record: storeSize, magic, queueId, queueOffset, sysFlag,
+# reconsumeTimes, bodyLength (the pads skip what `MessageExt` parses from its header on first use)
+_EAGER_V4 = struct.Struct(">ii4xi4xq8xi32xi8xi")
+_TAIL = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLength (after the hosts)
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _H = struct.Struct(">h")
@@ -215,11 +219,18 @@ class Message:
 
 
 class MessageExt:
-    """A stored message as pulled from a broker. Properties are parsed on first use."""
+    """A stored message as pulled from a broker.
 
-    __slots__ = ("_born_host", "_properties", "_props_raw", "_store_host", "body", "body_crc", "born_timestamp",
-                 "broker_name", "commit_log_offset", "flag", "prepared_transaction_offset", "queue_id",
-                 "queue_offset", "reconsume_times", "store_size", "store_timestamp", "sys_flag", "topic")
+    Properties are parsed on first use, and so are the header fields a consumer rarely reads
+    (store size, body CRC, flag, commit-log offset, timestamps, hosts, prepared-transaction
+    offset): a decoded message keeps its record header as one bytes object until one of them is
+    read. Every field can also be assigned.
+    """
+
+    __slots__ = ("_born_host", "_head", "_properties", "_props_raw", "_store_host", "body", "body_crc",
+                 "born_timestamp", "broker_name", "commit_log_offset", "flag", "prepared_transaction_offset",
+                 "queue_id", "queue_offset", "reconsume_times", "store_size", "store_timestamp", "sys_flag",
+                 "topic")
 
     # Declared for type checkers; set by decode_messages (no per-field __init__ on the hot path).
     store_size: int
@@ -240,11 +251,49 @@ class MessageExt:
     _props_raw: bytes
     _properties: dict[str, str] | None
     broker_name: str
+    _head: bytes  # the record from storeSize up to the body (b"": nothing left to parse)
 
     def __init__(self) -> None:
         self._properties: dict[str, str] | None = None
         self._props_raw = b""
+        self._head = b""
         self.broker_name = ""
+
+    if not TYPE_CHECKING:  # kept from type checkers: it would make every misspelt attribute an Any
+        def __getattr__(self, name: str) -> Any:
+            # only reached for a slot never assigned: parse the kept header once, then retry
+            if name in _LAZY_FIELDS and self._head:
+                self._parse_head()
+                return getattr(self, name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _parse_head(self) -> None:
+        head, self._head = self._head, b""
+        if not self.sys_flag & 0x30:
+            (store_size, _, body_crc, _, flag, _, commit_log_offset, _, born_ts, bip, bport, store_ts, sip, sport,
+             _, prep, _) = _FIXED_V4.unpack_from(head)
+            born: tuple[bytes, int] = (bip, bport)
+            store: tuple[bytes, int] = (sip, sport)
+        else:  # IPv6 hosts (the decoder checked that the whole header is there)
+            (store_size, _, body_crc, _, flag, _, commit_log_offset, _, born_ts) = _HEAD.unpack_from(head)
+            p = _HEAD.size
+            blen = 16 if self.sys_flag & FLAG_BORNHOST_V6 else 4
+            born = (head[p:p + blen], _I.unpack_from(head, p + blen)[0])
+            p += blen + 4
+            (store_ts,) = _Q.unpack_from(head, p)
+            p += 8
+            slen = 16 if self.sys_flag & FLAG_STOREHOST_V6 else 4
+            store = (head[p:p + slen], _I.unpack_from(head, p + slen)[0])
+            p += slen + 4
+            (_, prep, _) = _TAIL.unpack_from(head, p)
+        parsed = (("store_size", store_size), ("body_crc", body_crc), ("flag", flag),
+                  ("commit_log_offset", commit_log_offset), ("born_timestamp", born_ts), ("_born_host", born),
+                  ("store_timestamp", store_ts), ("_store_host", store), ("prepared_transaction_offset", prep))
+        for name, value in parsed:
+            try:
+                object.__getattribute__(self, name)  # assigned by the user: keep it
+            except AttributeError:
+                object.__setattr__(self, name, value)
 
     # lazily decoded parts ------------------------------------------------------
     @property
@@ -299,17 +348,23 @@ class MessageExt:
                 f"tags={self.tags!r}, reconsume_times={self.reconsume_times}, body={len(self.body)}B)")
 
 
+_LAZY_FIELDS = frozenset({"store_size", "body_crc", "flag", "commit_log_offset", "born_timestamp", "_born_host",
+                          "store_timestamp", "_store_host", "prepared_transaction_offset"})
+
+
 def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: str = "") -> list[MessageExt]:
     """Decode a concatenation of stored-message records (a pull response body).
 
-    ``broker_name`` (not part of the record) is stamped on every message.
+    ``broker_name`` (not part of the record) is stamped on every message. The fields a consumer
+    needs (queue id and offset, sys flag, reconsume times, body, topic) are decoded here; the rest
+    of each record's header is kept as bytes and parsed on first use (`MessageExt`).
     """
     out: list[MessageExt] = []
     append = out.append
     pos = 0
     end = len(data)
-    fixed = _FIXED_V4.unpack_from  # the whole fixed part of an IPv4 record in one call
-    fixed_size = _FIXED_V4.size
+    eager = _EAGER_V4.unpack_from
+    fixed_size = _EAGER_V4.size
     short = _H.unpack_from
     new = MessageExt.__new__
     # the records of one pull share their topic: its name is decoded once, then compared as bytes
@@ -319,8 +374,7 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
         if end - pos < 4:
             raise MessageDecodeError(f"{end - pos} trailing bytes after the last message")
         try:
-            (store_size, magic, body_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_ts,
-             bip, bport, store_ts, sip, sport, reconsume, prep, body_len) = fixed(data, pos)
+            store_size, magic, queue_id, queue_offset, sys_flag, reconsume, body_len = eager(data, pos)
         except struct.error:  # fewer bytes left than any record holds
             try:
                 store_size = _HEAD.unpack_from(data, pos)[0]
@@ -337,21 +391,13 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
         m.broker_name = broker_name
         try:
             if not sys_flag & 0x30:
-                m._born_host = (bip, bport)
-                m._store_host = (sip, sport)
                 p = pos + fixed_size
             else:  # an IPv6 host: the layout after bornTimestamp differs
-                p = pos + _HEAD.size
-                blen = 16 if sys_flag & FLAG_BORNHOST_V6 else 4
-                m._born_host = (data[p:p + blen], _I.unpack_from(data, p + blen)[0])
-                p += blen + 4
-                (store_ts,) = _Q.unpack_from(data, p)
-                p += 8
-                slen = 16 if sys_flag & FLAG_STOREHOST_V6 else 4
-                m._store_host = (data[p:p + slen], _I.unpack_from(data, p + slen)[0])
-                p += slen + 4
-                reconsume, prep, body_len = struct.unpack_from(">iqi", data, p)
+                p = pos + _HEAD.size + (16 if sys_flag & FLAG_BORNHOST_V6 else 4) + 4 + 8 \
+                    + (16 if sys_flag & FLAG_STOREHOST_V6 else 4) + 4
+                reconsume, _, body_len = _TAIL.unpack_from(data, p)
                 p += 16
+            m._head = data[pos:p]
             if body_len < 0 or p + body_len > rec_end:
                 raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
             body = data[p:p + body_len]
@@ -379,17 +425,10 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
             raise MessageDecodeError(f"message topic at {pos} is not UTF-8") from None
         if sys_flag & FLAG_COMPRESSED and decompress_body:
             body = decompress(body, sys_flag)
-        m.store_size = store_size
-        m.body_crc = body_crc
         m.queue_id = queue_id
-        m.flag = flag
         m.queue_offset = queue_offset
-        m.commit_log_offset = commit_log_offset
         m.sys_flag = sys_flag
-        m.born_timestamp = born_ts
-        m.store_timestamp = store_ts
         m.reconsume_times = reconsume
-        m.prepared_transaction_offset = prep
         m.body = body
         m.topic = topic
         append(m)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import pickle
 import struct
 import sys
 import time
@@ -17,6 +18,7 @@ from airflow_provider_rocketmq.client.errors import (
 )
 from airflow_provider_rocketmq.client.message import (
     Message,
+    MessageExt,
     UniqIdGenerator,
     decode_batch,
     decode_messages,
@@ -73,6 +75,36 @@ def test_a_topic_that_is_not_utf8_is_a_decode_error_even_after_a_valid_record() 
     bad[at:at + 6] = b"Topi\xff\xfe"  # same length as the previous record's topic
     with pytest.raises(MessageDecodeError, match="topic at .* is not UTF-8"):
         decode_messages(good + bytes(bad))
+
+
+@pytest.mark.parametrize("born, store", [("127.0.0.2:5000", "127.0.0.1:10911"),
+                                         ("[2001:db8::1]:4000", "[::1]:10911"),
+                                         ("127.0.0.2:5000", "[::1]:10911")])
+def test_header_fields_parsed_on_first_use_keep_assigned_values(born: str, store: str) -> None:
+    raw = encode_stored_message(topic="Topic", body=b"b", properties="", queue_id=3, queue_offset=2**40,
+                                commit_log_offset=2**50 + 7, born_timestamp=1_700_000_000_123, born_host=born,
+                                store_timestamp=1_700_000_000_456, store_host=store, flag=9,
+                                reconsume_times=2)
+    (m,) = decode_messages(raw + raw)[:1]
+    m.born_timestamp = 5  # assigned before anything parsed the header: the parse must not undo it
+    assert (m.flag, m.commit_log_offset, m.store_timestamp, m.born_host, m.store_host) == \
+        (9, 2**50 + 7, 1_700_000_000_456, born, store)
+    assert (m.born_timestamp, m.store_size, m.queue_offset, m.queue_id, m.reconsume_times) == \
+        (5, len(raw), 2**40, 3, 2)
+    assert parse_offset_msg_id(m.offset_msg_id) == (store, 2**50 + 7)
+    (again,) = pickle.loads(pickle.dumps(decode_messages(raw)))
+    assert (again.store_timestamp, again.born_host, again.body) == (1_700_000_000_456, born, b"b")
+
+
+def test_unknown_or_unset_message_attributes_are_attribute_errors() -> None:
+    (m,) = decode_messages(_stored(b"x"))
+    with pytest.raises(AttributeError, match="no attribute 'queue_ofset'"):
+        m.queue_ofset  # type: ignore[attr-defined]  # noqa: B018 - the misspelling is the point
+    blank = MessageExt()
+    with pytest.raises(AttributeError, match="store_timestamp"):
+        blank.store_timestamp  # noqa: B018 - nothing to parse: unset, as before
+    blank.store_timestamp = 3
+    assert blank.store_timestamp == 3
 
 
 def test_zlib_lz4_zstd_bodies() -> None:
