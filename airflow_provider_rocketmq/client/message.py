@@ -28,7 +28,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar, overload
 
 from .errors import CompressionUnavailableError, ConfigError, MessageDecodeError
 
@@ -218,62 +218,108 @@ class Message:
         return f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, body={len(self.body)}B)"
 
 
+# Header fields a decoded `MessageExt` parses on first use, in the order of its `_hdr` list
+_LAZY_FIELDS = ("store_size", "body_crc", "flag", "commit_log_offset", "born_timestamp", "_born_host",
+                "store_timestamp", "_store_host", "prepared_transaction_offset")
+_UNSET: Any = object()  # a field of a hand-built message that nobody assigned
+_T = TypeVar("_T")
+
+
+class _HeaderField(Generic[_T]):
+    """A `MessageExt` field kept in its lazily parsed header list (`MessageExt._header`)."""
+
+    __slots__ = ("index", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.index = _LAZY_FIELDS.index(name)
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> _HeaderField[_T]: ...
+    @overload
+    def __get__(self, obj: MessageExt, owner: type[Any]) -> _T: ...
+
+    def __get__(self, obj: MessageExt | None, owner: type[Any]) -> _T | _HeaderField[_T]:
+        if obj is None:
+            return self
+        h = obj._hdr
+        if h is None:
+            h = obj._header()
+        value = h[self.index]
+        if value is _UNSET:
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}")
+        return value  # type: ignore[no-any-return]  # the list holds each field's own type
+
+    def __set__(self, obj: MessageExt, value: _T) -> None:
+        (obj._hdr or obj._header())[self.index] = value
+
+
 class MessageExt:
     """A stored message as pulled from a broker.
 
     Properties are parsed on first use, and so are the header fields a consumer rarely reads
     (store size, body CRC, flag, commit-log offset, timestamps, hosts, prepared-transaction
     offset): a decoded message keeps its record header as one bytes object until one of them is
-    read. Every field can also be assigned.
+    read or assigned. Every field can be assigned.
     """
 
-    __slots__ = ("_born_host", "_head", "_properties", "_props_raw", "_store_host", "body", "body_crc",
-                 "born_timestamp", "broker_name", "commit_log_offset", "flag", "prepared_transaction_offset",
-                 "queue_id", "queue_offset", "reconsume_times", "store_size", "store_timestamp", "sys_flag",
-                 "topic")
+    __slots__ = ("_hdr", "_head", "_properties", "_props_raw", "body", "broker_name", "queue_id", "queue_offset",
+                 "reconsume_times", "sys_flag", "topic")
 
     # Declared for type checkers; set by decode_messages (no per-field __init__ on the hot path).
-    store_size: int
-    body_crc: int
     queue_id: int
-    flag: int
     queue_offset: int
-    commit_log_offset: int
     sys_flag: int
-    born_timestamp: int
-    _born_host: tuple[bytes, int] | str
-    store_timestamp: int
-    _store_host: tuple[bytes, int] | str
     reconsume_times: int
-    prepared_transaction_offset: int
     body: bytes
     topic: str
     _props_raw: bytes
     _properties: dict[str, str] | None
     broker_name: str
-    _head: bytes  # the record from storeSize up to the body (b"": nothing left to parse)
+    _head: bytes  # the record from storeSize up to the body, until `_hdr` is parsed from it
+    _hdr: list[Any] | None  # the _LAZY_FIELDS values, once parsed or assigned
+
+    store_size = _HeaderField[int]("store_size")
+    body_crc = _HeaderField[int]("body_crc")
+    flag = _HeaderField[int]("flag")
+    commit_log_offset = _HeaderField[int]("commit_log_offset")
+    born_timestamp = _HeaderField[int]("born_timestamp")
+    _born_host = _HeaderField["tuple[bytes, int] | str"]("_born_host")
+    store_timestamp = _HeaderField[int]("store_timestamp")
+    _store_host = _HeaderField["tuple[bytes, int] | str"]("_store_host")
+    prepared_transaction_offset = _HeaderField[int]("prepared_transaction_offset")
 
     def __init__(self) -> None:
         self._properties: dict[str, str] | None = None
         self._props_raw = b""
         self._head = b""
+        self._hdr = None
         self.broker_name = ""
 
-    if not TYPE_CHECKING:  # kept from type checkers: it would make every misspelt attribute an Any
-        def __getattr__(self, name: str) -> Any:
-            # only reached for a slot never assigned: parse the kept header once, then retry
-            if name in _LAZY_FIELDS and self._head:
-                self._parse_head()
-                return getattr(self, name)
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def __copy__(self) -> MessageExt:
+        # a copy gets its own header list: assigning a field of one must not change the other
+        dup = MessageExt.__new__(MessageExt)
+        for name in MessageExt.__slots__:
+            try:
+                object.__setattr__(dup, name, object.__getattribute__(self, name))
+            except AttributeError:
+                pass
+        if self._hdr is not None:
+            dup._hdr = list(self._hdr)
+        return dup
 
-    def _parse_head(self) -> None:
+    def _header(self) -> list[Any]:
+        """The lazily parsed header fields (parsed now if they were not yet)."""
+        h = self._hdr
+        if h is not None:
+            return h
         head, self._head = self._head, b""
-        if not self.sys_flag & 0x30:
+        if not head:  # built by hand: only what gets assigned
+            h = [_UNSET] * len(_LAZY_FIELDS)
+        elif not self.sys_flag & 0x30:
             (store_size, _, body_crc, _, flag, _, commit_log_offset, _, born_ts, bip, bport, store_ts, sip, sport,
              _, prep, _) = _FIXED_V4.unpack_from(head)
-            born: tuple[bytes, int] = (bip, bport)
-            store: tuple[bytes, int] = (sip, sport)
+            h = [store_size, body_crc, flag, commit_log_offset, born_ts, (bip, bport), store_ts, (sip, sport), prep]
         else:  # IPv6 hosts (the decoder checked that the whole header is there)
             (store_size, _, body_crc, _, flag, _, commit_log_offset, _, born_ts) = _HEAD.unpack_from(head)
             p = _HEAD.size
@@ -286,14 +332,9 @@ class MessageExt:
             store = (head[p:p + slen], _I.unpack_from(head, p + slen)[0])
             p += slen + 4
             (_, prep, _) = _TAIL.unpack_from(head, p)
-        parsed = (("store_size", store_size), ("body_crc", body_crc), ("flag", flag),
-                  ("commit_log_offset", commit_log_offset), ("born_timestamp", born_ts), ("_born_host", born),
-                  ("store_timestamp", store_ts), ("_store_host", store), ("prepared_transaction_offset", prep))
-        for name, value in parsed:
-            try:
-                object.__getattribute__(self, name)  # assigned by the user: keep it
-            except AttributeError:
-                object.__setattr__(self, name, value)
+            h = [store_size, body_crc, flag, commit_log_offset, born_ts, born, store_ts, store, prep]
+        self._hdr = h
+        return h
 
     # lazily decoded parts ------------------------------------------------------
     @property
@@ -348,10 +389,6 @@ class MessageExt:
                 f"tags={self.tags!r}, reconsume_times={self.reconsume_times}, body={len(self.body)}B)")
 
 
-_LAZY_FIELDS = frozenset({"store_size", "body_crc", "flag", "commit_log_offset", "born_timestamp", "_born_host",
-                          "store_timestamp", "_store_host", "prepared_transaction_offset"})
-
-
 def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: str = "") -> list[MessageExt]:
     """Decode a concatenation of stored-message records (a pull response body).
 
@@ -388,6 +425,7 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
             raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
         m = new(MessageExt)
         m._properties = None
+        m._hdr = None
         m.broker_name = broker_name
         try:
             if not sys_flag & 0x30:

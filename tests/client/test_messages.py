@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import pickle
 import struct
@@ -94,6 +95,9 @@ def test_header_fields_parsed_on_first_use_keep_assigned_values(born: str, store
     assert parse_offset_msg_id(m.offset_msg_id) == (store, 2**50 + 7)
     (again,) = pickle.loads(pickle.dumps(decode_messages(raw)))
     assert (again.store_timestamp, again.born_host, again.body) == (1_700_000_000_456, born, b"b")
+    twin = copy.copy(again)
+    twin.store_timestamp = 1
+    assert (again.store_timestamp, twin.store_timestamp, twin.flag) == (1_700_000_000_456, 1, 9)
 
 
 def test_unknown_or_unset_message_attributes_are_attribute_errors() -> None:
