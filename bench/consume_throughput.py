@@ -7,6 +7,8 @@ per million messages for
   (a) PushConsumer with a no-op listener (consume_message_batch_max_size 1),
   (b) a raw pull-and-decode loop using the client's own codec,
   (c) PushConsumer with consume_message_batch_max_size 32.
+Push runs also print how that CPU splits between the consumer's event-loop thread and its consume
+threads (per-thread clocks from /proc; blank where /proc is not there).
 
     .venv/bin/python bench/consume_throughput.py            # 1,000,000 messages by default
 """
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,7 +36,25 @@ from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 from bench._broker import backlog, fill, start_broker
 
 
-def run_push(namesrv: str, topic: str, group: str, total: int, batch: int) -> tuple[float, float]:
+def _thread_cpu(prefix: str) -> float:
+    """CPU seconds used so far by this process's live threads whose name starts with ``prefix``
+    (Linux /proc; NaN elsewhere)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0.0
+    for t in threading.enumerate():
+        if not t.name.startswith(prefix) or t.native_id is None:
+            continue
+        try:
+            with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return total
+
+
+def run_push(namesrv: str, topic: str, group: str, total: int,
+             batch: int) -> tuple[float, float, float, float]:
     # The listener only records how many messages it saw (list.append is atomic under the GIL,
     # no lock): the bench measures the consumer, not a counter. The main thread adds them up in C
     # (sum of a slice) every 10 ms, so neither a lock nor a busy poller competes for the GIL.
@@ -58,8 +80,10 @@ def run_push(namesrv: str, topic: str, group: str, total: int, batch: int) -> tu
         count += sum(seen[:n])
         del seen[:n]  # appends made meanwhile stay
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    loop_cpu = _thread_cpu(f"rocketmq-consumer-{group}")  # the names push.py and consume_concurrent.py give
+    workers_cpu = _thread_cpu(f"ConsumeMessageThread_{group}")
     c.shutdown()
-    return wall, cpu
+    return wall, cpu, loop_cpu, workers_cpu
 
 
 def run_raw(namesrv: str, topic: str, total: int) -> tuple[float, float]:
@@ -95,7 +119,7 @@ def run_raw(namesrv: str, topic: str, total: int) -> tuple[float, float]:
     lt.run(go(), timeout=600)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     lt.stop()
-    return wall, cpu
+    return wall, cpu, float("nan"), float("nan")
 
 
 def main() -> None:
@@ -118,7 +142,7 @@ def main() -> None:
             fill(lt, namesrv, args.topic, args.messages - have)
             print(f"filled {args.messages - have} messages in {time.perf_counter() - t:.1f}s", file=sys.stderr)
         total = args.messages
-        print(f"{'run':>3} {'mode':<28} {'msgs/s':>10} {'CPU-s/M':>8}")
+        print(f"{'run':>3} {'mode':<28} {'msgs/s':>10} {'CPU-s/M':>8} {'loop thread':>12} {'consume thr.':>12}")
         for run in range(1, args.runs + 1):
             tag = f"{os.getpid()}_{run}_{int(time.time())}"
             for label, fn in (("(a) push, no-op, batch 1",
@@ -126,8 +150,10 @@ def main() -> None:
                               ("(b) raw pull+decode", lambda: run_raw(namesrv, args.topic, total)),
                               ("(c) push, batch 32",
                                lambda tag=tag: run_push(namesrv, args.topic, f"bench_c_{tag}", total, 32))):
-                wall, cpu = fn()
-                print(f"{run:>3} {label:<28} {total / wall:>10.0f} {cpu / total * 1e6:>8.2f}", flush=True)
+                wall, cpu, loop_cpu, workers_cpu = fn()
+                split = "".join(f" {'' if math.isnan(x) else f'{x / total * 1e6:.2f}':>12}"
+                                for x in (loop_cpu, workers_cpu))
+                print(f"{run:>3} {label:<28} {total / wall:>10.0f} {cpu / total * 1e6:>8.2f}{split}", flush=True)
     finally:
         lt.stop()
         if proc is not None:
