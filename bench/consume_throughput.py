@@ -86,7 +86,7 @@ def run_push(namesrv: str, topic: str, group: str, total: int,
     return wall, cpu, loop_cpu, workers_cpu
 
 
-def run_raw(namesrv: str, topic: str, total: int) -> tuple[float, float]:
+def run_raw(namesrv: str, topic: str, total: int) -> tuple[float, float, float, float]:
     async def go() -> None:
         client = MQClient(ClientConfig(namesrv_addr=namesrv))
         route = await client.get_route(topic)

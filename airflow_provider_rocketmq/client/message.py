@@ -218,7 +218,12 @@ class Message:
         return f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, body={len(self.body)}B)"
 
 
-# Header fields a decoded `MessageExt` parses on first use, in the order of its `_hdr` list
+def _host_lengths(sys_flag: int) -> tuple[int, int]:
+    """Address bytes of the born and store hosts (16 for IPv6, 4 for IPv4) in a stored record."""
+    return 16 if sys_flag & FLAG_BORNHOST_V6 else 4, 16 if sys_flag & FLAG_STOREHOST_V6 else 4
+
+
+# Header fields a decoded `MessageExt` parses on first use, in the order of its `_hdr` tuple
 _LAZY_FIELDS = ("store_size", "body_crc", "flag", "commit_log_offset", "born_timestamp", "_born_host",
                 "store_timestamp", "_store_host", "prepared_transaction_offset")
 _UNSET: Any = object()  # a field of a hand-built message that nobody assigned
@@ -226,7 +231,7 @@ _T = TypeVar("_T")
 
 
 class _HeaderField(Generic[_T]):
-    """A `MessageExt` field kept in its lazily parsed header list (`MessageExt._header`)."""
+    """A `MessageExt` field kept in its lazily parsed header tuple (`MessageExt._header`)."""
 
     __slots__ = ("index", "name")
 
@@ -248,10 +253,12 @@ class _HeaderField(Generic[_T]):
         value = h[self.index]
         if value is _UNSET:
             raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}")
-        return value  # type: ignore[no-any-return]  # the list holds each field's own type
+        return value  # type: ignore[no-any-return]  # the tuple holds each field's own type
 
     def __set__(self, obj: MessageExt, value: _T) -> None:
-        (obj._hdr or obj._header())[self.index] = value
+        # a new tuple, never an update in place: copies of a message may share the old one
+        h = obj._header()
+        obj._hdr = h[:self.index] + (value,) + h[self.index + 1:]
 
 
 class MessageExt:
@@ -277,7 +284,7 @@ class MessageExt:
     _properties: dict[str, str] | None
     broker_name: str
     _head: bytes  # the record from storeSize up to the body, until `_hdr` is parsed from it
-    _hdr: list[Any] | None  # the _LAZY_FIELDS values, once parsed or assigned
+    _hdr: tuple[Any, ...] | None  # the _LAZY_FIELDS values, once parsed or assigned
 
     store_size = _HeaderField[int]("store_size")
     body_crc = _HeaderField[int]("body_crc")
@@ -296,43 +303,30 @@ class MessageExt:
         self._hdr = None
         self.broker_name = ""
 
-    def __copy__(self) -> MessageExt:
-        # a copy gets its own header list: assigning a field of one must not change the other
-        dup = MessageExt.__new__(MessageExt)
-        for name in MessageExt.__slots__:
-            try:
-                object.__setattr__(dup, name, object.__getattribute__(self, name))
-            except AttributeError:
-                pass
-        if self._hdr is not None:
-            dup._hdr = list(self._hdr)
-        return dup
-
-    def _header(self) -> list[Any]:
+    def _header(self) -> tuple[Any, ...]:
         """The lazily parsed header fields (parsed now if they were not yet)."""
         h = self._hdr
         if h is not None:
             return h
         head, self._head = self._head, b""
         if not head:  # built by hand: only what gets assigned
-            h = [_UNSET] * len(_LAZY_FIELDS)
+            h = (_UNSET,) * len(_LAZY_FIELDS)
         elif not self.sys_flag & 0x30:
             (store_size, _, body_crc, _, flag, _, commit_log_offset, _, born_ts, bip, bport, store_ts, sip, sport,
              _, prep, _) = _FIXED_V4.unpack_from(head)
-            h = [store_size, body_crc, flag, commit_log_offset, born_ts, (bip, bport), store_ts, (sip, sport), prep]
+            h = (store_size, body_crc, flag, commit_log_offset, born_ts, (bip, bport), store_ts, (sip, sport), prep)
         else:  # IPv6 hosts (the decoder checked that the whole header is there)
             (store_size, _, body_crc, _, flag, _, commit_log_offset, _, born_ts) = _HEAD.unpack_from(head)
             p = _HEAD.size
-            blen = 16 if self.sys_flag & FLAG_BORNHOST_V6 else 4
+            blen, slen = _host_lengths(self.sys_flag)
             born = (head[p:p + blen], _I.unpack_from(head, p + blen)[0])
             p += blen + 4
             (store_ts,) = _Q.unpack_from(head, p)
             p += 8
-            slen = 16 if self.sys_flag & FLAG_STOREHOST_V6 else 4
             store = (head[p:p + slen], _I.unpack_from(head, p + slen)[0])
             p += slen + 4
             (_, prep, _) = _TAIL.unpack_from(head, p)
-            h = [store_size, body_crc, flag, commit_log_offset, born_ts, born, store_ts, store, prep]
+            h = (store_size, body_crc, flag, commit_log_offset, born_ts, born, store_ts, store, prep)
         self._hdr = h
         return h
 
@@ -431,8 +425,8 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
             if not sys_flag & 0x30:
                 p = pos + fixed_size
             else:  # an IPv6 host: the layout after bornTimestamp differs
-                p = pos + _HEAD.size + (16 if sys_flag & FLAG_BORNHOST_V6 else 4) + 4 + 8 \
-                    + (16 if sys_flag & FLAG_STOREHOST_V6 else 4) + 4
+                blen, slen = _host_lengths(sys_flag)
+                p = pos + _HEAD.size + blen + 4 + 8 + slen + 4  # born host + port, store time, store host + port
                 reconsume, _, body_len = _TAIL.unpack_from(data, p)
                 p += 16
             m._head = data[pos:p]
