@@ -89,14 +89,13 @@ async def test_oneway_is_delivered_and_never_answered() -> None:
 
     peer.on(15, note)
     conn = await open_connection(peer.addr)
-    original = conn.data_received
+    original = conn._deliver
 
-    def spy(data: bytes) -> None:  # record every frame the client receives
-        from airflow_provider_rocketmq.client.remoting.command import FrameDecoder
-        replies.extend(FrameDecoder().feed(data))
-        original(data)
+    def spy(commands: list[RemotingCommand]) -> None:  # record every frame the client receives
+        replies.extend(commands)
+        original(commands)
 
-    conn.data_received = spy  # type: ignore[method-assign]
+    conn._deliver = spy  # type: ignore[method-assign]
     try:
         conn.oneway(RemotingCommand.request(15, {"commitOffset": 3}))
         await asyncio.wait_for(got.wait(), 5)

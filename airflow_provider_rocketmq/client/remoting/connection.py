@@ -3,7 +3,8 @@ requests initiated by the peer dispatched to registered handlers.
 
 The same `RemotingProtocol` serves both ends: the client's `Connection` and the
 embedded broker's server side. Frames are written whole with ``transport.write``
-so writes never interleave; one `FrameDecoder` per connection splits the stream.
+so writes never interleave. Reads go into one reused `FrameBuffer` per connection
+(`asyncio.BufferedProtocol`), which cuts the stream into frames.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..errors import (
     RocketMQError,
 )
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
-from .command import FrameDecoder, RemotingCommand
+from .command import FrameBuffer, RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def next_opaque() -> int:
     return next(_opaque) & 0x7FFFFFFF
 
 
-class RemotingProtocol(asyncio.Protocol):
+class RemotingProtocol(asyncio.BufferedProtocol):
     """One TCP connection speaking remoting frames in both directions."""
 
     def __init__(self, handlers: dict[int, Handler] | None = None, *, name: str = "",
@@ -51,7 +52,7 @@ class RemotingProtocol(asyncio.Protocol):
         self.response_language = response_language
         self.transport: asyncio.Transport | None = None
         self.peer: str = ""
-        self._decoder = FrameDecoder()
+        self._frames = FrameBuffer()
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -68,13 +69,19 @@ class RemotingProtocol(asyncio.Protocol):
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.writable()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            commands = self._decoder.feed(data)
+            commands = self._frames.filled(nbytes)
         except ProtocolError as exc:
             log.warning("closing %s: %s", self.name or self.peer, exc)
             self._abort(exc)
             return
+        self._deliver(commands)
+
+    def _deliver(self, commands: list[RemotingCommand]) -> None:
         for cmd in commands:
             if cmd.is_response:
                 fut = self._pending.pop(cmd.opaque, None)
