@@ -171,16 +171,16 @@ def main() -> None:
         for run in range(1, args.runs + 1):
             tag = f"{os.getpid()}_{run}_{int(time.time())}"
             runs.append({})
-            for label, fn in (("(a) push, no-op, batch 1",
-                               lambda tag=tag: run_push(namesrv, args.topic, f"bench_a_{tag}", total, 1)),
-                              ("(b) raw pull+decode", lambda: run_raw(namesrv, args.topic, total)),
-                              ("(c) push, batch 32",
-                               lambda tag=tag: run_push(namesrv, args.topic, f"bench_c_{tag}", total, 32))):
+            for mode, label, fn in (("a", "(a) push, no-op, batch 1",
+                                     lambda tag=tag: run_push(namesrv, args.topic, f"bench_a_{tag}", total, 1)),
+                                    ("b", "(b) raw pull+decode", lambda: run_raw(namesrv, args.topic, total)),
+                                    ("c", "(c) push, batch 32",
+                                     lambda tag=tag: run_push(namesrv, args.topic, f"bench_c_{tag}", total, 32))):
                 wall, cpu, loop_cpu, workers_cpu = fn()
                 split = "".join(f" {'' if math.isnan(x) else f'{x / total * 1e6:.2f}':>12}"
                                 for x in (loop_cpu, workers_cpu))
                 print(f"{run:>3} {label:<28} {total / wall:>10.0f} {cpu / total * 1e6:>8.2f}{split}", flush=True)
-                runs[-1][label[1]] = (total / wall, cpu / total * 1e6)
+                runs[-1][mode] = (total / wall, cpu / total * 1e6)
         for line in verdict(runs):
             print(line)
     finally:

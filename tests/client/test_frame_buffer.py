@@ -132,3 +132,13 @@ def test_reads_of_ordinary_frames_reuse_one_buffer() -> None:
         view.release()
         assert len(fb.filled(len(frame))) == 1
     assert len(owners) == 1
+
+
+def test_reading_on_after_a_rejected_prefix_never_allocates_past_max_frame() -> None:
+    fb = FrameBuffer()
+    view = fb.writable()
+    view[:4] = struct.pack(">i", 0x7FFFFFFF)  # announces 2 GiB
+    view.release()
+    with pytest.raises(FrameTooLargeError):
+        fb.filled(READ_BUFFER - 1000)  # little room left: the next writable() must make some
+    assert len(fb.writable()) <= MAX_FRAME + 4
