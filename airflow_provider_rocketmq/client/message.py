@@ -390,6 +390,15 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
     needs (queue id and offset, sys flag, reconsume times, body, topic) are decoded here; the rest
     of each record's header is kept as bytes and parsed on first use (`MessageExt`).
     """
+    return decode_messages_sized(data, decompress_body=decompress_body, broker_name=broker_name)[0]
+
+
+def decode_messages_sized(data: bytes, *, decompress_body: bool = True,
+                          broker_name: str = "") -> tuple[list[MessageExt], int]:
+    """`decode_messages`, plus the summed length of the decoded bodies: what a push consumer's
+    byte flow control counts, tallied here from the record headers rather than by a second pass
+    over the messages."""
+    body_bytes = 0
     out: list[MessageExt] = []
     append = out.append
     pos = 0
@@ -433,6 +442,7 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
             if body_len < 0 or p + body_len > rec_end:
                 raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
             body = data[p:p + body_len]
+            body_bytes += body_len
             p += body_len
             if magic == MAGIC_V1:
                 (tlen,) = _B.unpack_from(data, p)
@@ -457,6 +467,7 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
             raise MessageDecodeError(f"message topic at {pos} is not UTF-8") from None
         if sys_flag & FLAG_COMPRESSED and decompress_body:
             body = decompress(body, sys_flag)
+            body_bytes += len(body) - body_len
         m.queue_id = queue_id
         m.queue_offset = queue_offset
         m.sys_flag = sys_flag
@@ -465,7 +476,7 @@ def decode_messages(data: bytes, *, decompress_body: bool = True, broker_name: s
         m.topic = topic
         append(m)
         pos = rec_end
-    return out
+    return out, body_bytes
 
 
 def encode_stored_message(*, topic: str, body: bytes, properties: str | Mapping[str, str], queue_id: int,

@@ -23,6 +23,7 @@ from airflow_provider_rocketmq.client.message import (
     UniqIdGenerator,
     decode_batch,
     decode_messages,
+    decode_messages_sized,
     encode_batch,
     encode_stored_message,
     make_offset_msg_id,
@@ -125,6 +126,22 @@ def test_zlib_lz4_zstd_bodies() -> None:
     assert m.body == b"not zlib"
     with pytest.raises(MessageDecodeError, match="decompress"):
         decode_messages(_stored(b"not zlib", sys_flag=0x301))
+
+
+def test_the_sized_decoder_tallies_decoded_body_lengths() -> None:
+    """The push consumer's byte flow control reads this tally: decompressed lengths, as Java's
+    msgSize counts them, or the stored ones when bodies are left compressed."""
+    big = b"payload " * 1000
+    zipped = zlib.compress(big)
+    raw = _stored(b"abc") + _stored(zipped, sys_flag=0x1) + _stored(b"") + _stored(b"x" * 300)
+    msgs, body_bytes = decode_messages_sized(raw)
+    assert [len(m.body) for m in msgs] == [3, len(big), 0, 300]
+    assert body_bytes == 3 + len(big) + 300
+    kept, stored_bytes = decode_messages_sized(raw, decompress_body=False)
+    assert stored_bytes == 3 + len(zipped) + 300 == sum(len(m.body) for m in kept)
+    assert decode_messages_sized(b"") == ([], 0)
+    with pytest.raises(MessageDecodeError):
+        decode_messages_sized(raw[:-1])
 
 
 def test_missing_compression_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,7 @@ from airflow_provider_rocketmq.client.admin_bodies import (
 from airflow_provider_rocketmq.client.message import (
     decode_batch,
     decode_messages,
+    decode_messages_sized,
     java_string_hash,
     string_to_properties,
 )
@@ -110,6 +111,9 @@ def test_every_body_parses(rec: dict[str, Any]) -> None:
         assert len(msgs) == len(decoded["messages"])
         for m, exp in zip(msgs, decoded["messages"]):
             _check_message(m, exp)
+        sized, body_bytes = decode_messages_sized(body)  # the consumer's path: same messages, the tally
+        assert [m.msg_id for m in sized] == [m.msg_id for m in msgs]
+        assert body_bytes == sum(len(m.body) for m in msgs)
         return
     if code == 320 and not response:
         items = decode_batch(body)

@@ -119,3 +119,26 @@ def test_a_batch_pulled_again_after_a_seek_adds_only_what_is_not_cached():
     assert list(pq.msgs) == list(range(8))
     assert pq.remove_messages(again) == 8  # removes by offset: the first pull's copies too
     assert (pq.count, pq.msg_size) == (0, 0)
+
+
+def test_a_byte_tally_from_the_decoder_is_taken_unless_the_batch_was_trimmed():
+    pq = ProcessQueue()
+    first = stored_messages("T", range(4), body_size=10)
+    assert pq.put_messages(first, 40) == 4 and pq.msg_size == 40
+    # a re-read after a seek keeps only the new offsets: the tally of the whole pull does not apply
+    again = stored_messages("T", range(2, 6), body_size=10)
+    assert pq.put_messages(again, 999) == 2 and pq.msg_size == 60
+    assert pq.remove_messages(first) == 4 and pq.remove_messages(again) == 6
+    assert (pq.count, pq.msg_size) == (0, 0)
+
+
+def test_span_reads_the_last_live_offset_of_untouched_and_trimmed_batches():
+    pq = ProcessQueue()
+    a, b = stored_messages("T", range(4)), stored_messages("T", range(4, 9))
+    pq.put_messages(a)
+    pq.put_messages(b)
+    assert (pq.span(), pq.max_offset()) == (8, 8)
+    pq.remove_messages(b[-2:])  # the newest two leave one by one
+    assert (pq.span(), pq.max_offset()) == (6, 6)
+    assert [m.queue_offset for m in pq.take_messages(3)] == [0, 1, 2]  # orderly take moves the head
+    assert (pq.span(), pq.min_offset()) == (3, 3)

@@ -99,8 +99,9 @@ class ConcurrentConsumeService:
     # -- dispatch --------------------------------------------------------------------------
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         token, fl = pq.begin_batch(msgs)
+        if not self.inflight:  # set only while nothing is in flight (_done_one)
+            self._idle.clear()
         self.inflight += 1
-        self._idle.clear()
         if self.is_async:
             self._spawn(self._run_async(msgs, pq, mq, token, fl), f"consume {mq}")
         else:

@@ -59,6 +59,8 @@ class _Batch:
 
     def last_offset(self) -> int:
         msgs, gone = self.msgs, self.gone
+        if gone is None:  # nothing removed one at a time: the last message is live (head < len)
+            return msgs[-1].queue_offset
         for i in range(len(msgs) - 1, self.head - 1, -1):
             if gone is None or msgs[i].queue_offset not in gone:
                 return msgs[i].queue_offset
@@ -227,8 +229,12 @@ class ProcessQueue:
             self.batches = out
 
     # -- concurrent mode -------------------------------------------------------------
-    def put_messages(self, msgs: Sequence[MessageExt]) -> int:
-        """Cache a pulled batch; returns how many were new. Duplicates (after a seek) are skipped."""
+    def put_messages(self, msgs: Sequence[MessageExt], body_bytes: int = -1) -> int:
+        """Cache a pulled batch; returns how many were new. Duplicates (after a seek) are skipped.
+
+        ``body_bytes``: the summed body lengths of ``msgs`` when the caller knows it already
+        (`decode_messages_sized`); otherwise they are summed here.
+        """
         # last_pull_time is the pull loop's business (it stamps every answer, empty ones too)
         if not msgs:
             return 0
@@ -245,7 +251,7 @@ class ProcessQueue:
         self.queue_offset_max = max(self.queue_offset_max, last)
         if not batch:
             return 0
-        size = sum([len(m.body) for m in batch])
+        size = body_bytes if batch is msgs and body_bytes >= 0 else sum([len(m.body) for m in batch])
         self.msg_size += size
         if batch is not msgs and self.batches and batch[0].queue_offset < self.max_offset():
             # offsets older than cached ones (a re-read after a seek): merge everything into one

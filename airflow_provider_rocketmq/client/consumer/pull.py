@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from ..batch import BatchDecoder, PulledBatch, filter_for
 from ..config import RETRY_PREFIX
 from ..errors import AclDeniedError, MessageDecodeError, RequestTimeoutError, RocketMQError, broker_error
-from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages
+from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages_sized
 from ..mqclient import MQClient
 from ..queue import MessageQueue
 from ..remoting.codes import (
@@ -68,7 +68,7 @@ def _no_message_listener(msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQu
 class PullService:
     """Starts, runs and stops the per-queue pull loops of one consumer.
 
-    Batches go to ``submit`` (message listeners, decoded by `decode_messages`) or, with a
+    Batches go to ``submit`` (message listeners, decoded by `decode_messages_sized`) or, with a
     ``decoder``, to ``submit_batch`` (batch listeners); ``settle`` runs before each flow-control
     check so that finished consumption frees the cache without a wake-up of its own.
     """
@@ -260,12 +260,13 @@ class PullService:
                     submit_batch(batch, pq, mq)
                 else:
                     try:
-                        msgs = decode_messages(resp.body or b"", broker_name=mq.broker_name)
+                        msgs, body_bytes = decode_messages_sized(resp.body or b"", broker_name=mq.broker_name)
                     except MessageDecodeError as exc:
                         # a corrupt body must not be skipped silently nor retried forever at full speed
                         log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
                         delay = cfg.pull_time_delay_when_exception
                         continue
+                    decoded = msgs
                     if stop is not None and msgs and msgs[-1].queue_offset >= stop:
                         msgs = [m for m in msgs if m.queue_offset < stop]
                     self.next_offsets[mq] = next_begin
@@ -274,7 +275,7 @@ class PullService:
                     if not msgs:
                         continue
                     st.pulled += len(msgs)
-                    pq.put_messages(msgs)
+                    pq.put_messages(msgs, body_bytes if msgs is decoded else -1)  # filtered: summed there
                     submit(msgs, pq, mq)
                 if cfg.pull_interval:
                     delay = cfg.pull_interval
