@@ -62,7 +62,7 @@ class _Batch:
         if gone is None:  # nothing removed one at a time: the last message is live (head < len)
             return msgs[-1].queue_offset
         for i in range(len(msgs) - 1, self.head - 1, -1):
-            if gone is None or msgs[i].queue_offset not in gone:
+            if msgs[i].queue_offset not in gone:
                 return msgs[i].queue_offset
         raise LookupError("empty batch")  # never: empty batches are removed
 
