@@ -53,6 +53,7 @@ from airflow_provider_rocketmq.window.manifest import (
     read_manifest,
     write_manifest,
 )
+from airflow_provider_rocketmq.window.progress import ProgressHook
 from airflow_provider_rocketmq.window.staging import StagingLocation
 from airflow_provider_rocketmq.window.writer import PART_PREFIX, PART_SUFFIX, StagingWriter
 
@@ -174,12 +175,14 @@ def run_window(
     *,
     namesrv: str = "",
     cancel: threading.Event | None = None,
+    progress: ProgressHook | None = None,
 ) -> WindowResult:
     """Consume, stage and (per ``spec.commit``) commit one window; see the module docstring.
 
     Setting ``cancel`` (e.g. from an operator's ``on_kill``) stops the window promptly: the
     consumer is shut down, no manifest is written and nothing is committed
-    (`WindowCancelledError`).
+    (`WindowCancelledError`). ``progress`` (`window/progress.py`) is attached to the collector
+    while the window consumes and ticked from the wait loop (a reused window never attaches it).
     """
     spec.validate()
     staging = StagingLocation(spec.staging_dir, spec.storage_options)
@@ -215,7 +218,14 @@ def run_window(
     )
     consumer = None
     try:
-        consumer = _consume(spec, admin, consumer_factory, collector, queues, hwm_by_mq, cancel)
+        if progress is not None:
+            progress.attach(collector)
+        try:
+            consumer = _consume(spec, admin, consumer_factory, collector, queues, hwm_by_mq, cancel,
+                                progress.tick if progress is not None else _no_tick)
+        finally:
+            if progress is not None:
+                progress.detach()
         collector.close()  # every admitted batch is with the writer
         if collector.error is not None:
             raise collector.error
@@ -262,7 +272,8 @@ def _check_cancel(cancel: threading.Event | None) -> None:
 
 def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFactory,
              collector: WindowCollector, queues: dict[QueueKey, MessageQueue],
-             hwm_by_mq: dict[MessageQueue, int], cancel: threading.Event | None) -> Any:
+             hwm_by_mq: dict[MessageQueue, int], cancel: threading.Event | None,
+             tick: Callable[[], None]) -> Any:
     """Run the consumer until the window is complete; returns it suspended (None: nothing to read)."""
 
     def listener(batch: ColumnBatch, ctx: Any) -> ConsumeStatus:
@@ -301,6 +312,7 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
             owned = {k for k in allocated if k in queues} if allocated is not None else set()
             for key in sorted(owned - _known(collector, queues)):
                 collector.set_start(key, _initial_offset(spec, admin, queues[key], collector.high_water(key)))
+            tick()  # progress reports, once the queues just assigned count (cheap unless one is due)
             now = time.monotonic()
             if collector.bound_reached():
                 log.info("window bound reached (max_messages=%s, max_bytes=%s)", spec.max_messages,
@@ -336,6 +348,10 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
         _shutdown_bounded(consumer, spec.shutdown_timeout)
         raise
     return consumer
+
+
+def _no_tick() -> None:
+    pass
 
 
 def _shutdown_bounded(consumer: Any, timeout: float) -> None:
