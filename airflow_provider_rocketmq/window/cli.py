@@ -5,21 +5,26 @@ Same code as the Airflow operators (`window.runner.run_window`, `window.snapshot
 
     rocketmq-airflow window --namesrv 127.0.0.1:9876 --group G --topic T --staging DIR \\
         [--expression 'TagA || TagB'] [--max-messages N] [--max-bytes B] [--max-duration S] \\
-        [--no-commit] [--from first|last] [--handoff staging|offsets] [--json]
+        [--no-commit] [--from first|last] [--handoff staging|offsets] [--progress-interval S] [--json]
     rocketmq-airflow window-commit DIR_OR_MANIFEST [...] [--json]
 
 ``--handoff offsets`` writes a manifest of each queue's [committed, high-water) range and consumes
 nothing (a Spark job reads the ranges through the ``rocketmq`` data source); such a window is never
 committed by ``window``: run ``window-commit`` once the load succeeded. ``--no-commit`` staging
 windows are committed the same way.
+
+Progress: on a terminal (stderr) and without ``--json`` a live bar; with ``-v`` a progress line
+every ``--progress-interval`` seconds in the log (window/progress.py). stdout is the same either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from airflow_provider_rocketmq.client.errors import RocketMQError
@@ -67,6 +72,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="staging (default): consume and stage Parquet; offsets: write only the offset "
                    "ranges for a Spark job reading through the rocketmq data source (nothing consumed, "
                    "nothing committed)")
+    p.add_argument("--progress-interval", type=float, default=30.0, metavar="S",
+                   help="with -v, log a progress line every S seconds (default 30; 0: none); on a terminal "
+                   "a live bar is shown unless --json")
     p.set_defaults(func=run)
 
     c: argparse.ArgumentParser = subparsers.add_parser(
@@ -168,6 +176,7 @@ def _run(args: argparse.Namespace) -> Any:
     from airflow_provider_rocketmq.client import Admin, ClientConfig, PushConsumer
     from airflow_provider_rocketmq.client.config import env_client_options
     from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumerConfig
+    from airflow_provider_rocketmq.client.errors import ConfigError
     from airflow_provider_rocketmq.window.runner import (
         WINDOW_CONSUMER_DEFAULTS,
         Listener,
@@ -194,6 +203,8 @@ def _run(args: argparse.Namespace) -> Any:
         consume_from_where=ConsumeFromWhere[_FROM[args.start_from]],
     )
     spec.validate()
+    if not args.progress_interval >= 0:
+        raise ConfigError("--progress-interval", f"must be >= 0 seconds, got {args.progress_interval}")
 
     def make_consumer(listener: Listener) -> Any:
         consumer = PushConsumer(args.group, consumer_config)
@@ -201,5 +212,21 @@ def _run(args: argparse.Namespace) -> Any:
         register_window_listener(consumer, listener)
         return consumer
 
-    with Admin(ClientConfig(**options).validate()) as admin:
-        return run_window(spec, admin, make_consumer, namesrv=namesrv)
+    with Admin(ClientConfig(**options).validate()) as admin, _progress(args, spec) as progress:
+        return run_window(spec, admin, make_consumer, namesrv=namesrv, progress=progress)
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, spec: Any) -> Iterator[Any]:
+    """The window's progress hook: log lines with -v, a live bar on a terminal unless --json."""
+    from airflow_provider_rocketmq.client import terminal
+    from airflow_provider_rocketmq.window.progress import Figures, WindowProgress
+
+    lines = args.progress_interval if log.isEnabledFor(logging.INFO) else 0.0
+    with contextlib.ExitStack() as stack:
+        live: Callable[[Figures], None] | None = None
+        if not args.json and terminal.wanted():
+            bar = stack.enter_context(terminal.LiveBar(f"window {args.topic}"))
+            live = lambda f: bar.update(f.completed, f.target or None, f.brief())
+        yield WindowProgress(interval=lines, emit=lambda text: log.info("window progress: %s", text),
+                             live=live, max_messages=spec.max_messages)

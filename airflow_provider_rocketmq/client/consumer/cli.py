@@ -4,6 +4,9 @@ stdout gets one JSON object per message (topic, queue_id, queue_offset, msg_id,
 tags, keys, properties, reconsume_times, body as UTF-8 text or base64 with
 ``body_encoding``); stderr gets a one-line summary. The command stops after
 ``--max-messages`` or after ``--idle-timeout`` seconds without a message.
+
+When stderr is a terminal, stdout is not (``consume ... > messages.jsonl``) and ``--json`` is not
+given, stderr also shows a live bar (count, bytes, rate), redrawn from the waiting loop.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import threading
 import time
 from typing import Any
 
+from .. import terminal
 from ..config import env_client_options
 from ..errors import ConfigError, RocketMQError
 from ..message import MessageExt
@@ -59,6 +63,13 @@ def message_json(m: MessageExt) -> dict[str, Any]:
             "tags": m.tags, "keys": m.keys, "properties": dict(m.properties),
             "reconsume_times": m.reconsume_times, "broker_name": m.broker_name,
             "store_timestamp": m.store_timestamp, "body": body, "body_encoding": encoding}
+
+
+def _draw(bar: terminal.LiveBar, state: dict[str, Any], started: float, limit: int) -> None:
+    count, size = state["count"], state["bytes"]  # read unlocked: a bar may lag one batch behind
+    elapsed = max(time.monotonic() - started, 1e-9)
+    bar.update(count, limit or None, f"{terminal.format_bytes(size)}; {count / elapsed:,.0f} msg/s; "
+               f"last message {terminal.format_seconds(time.monotonic() - state['last'])} ago")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,14 +125,22 @@ def run(args: argparse.Namespace) -> int:
     consumer.subscribe(args.topic, args.expression)
     consumer.register_listener(listener)
     started = time.monotonic()
+    # the printed messages are the progress when stdout is the terminal too
+    bar = terminal.LiveBar(f"consume {args.topic}") \
+        if not args.json and terminal.wanted() and not terminal.wanted(out) else None
     try:
         consumer.start()
         while not done.wait(0.2):  # poll: idleness has no event to wait on
+            if bar is not None:
+                _draw(bar, state, started, args.max_messages)
             if args.idle_timeout and time.monotonic() - state["last"] > args.idle_timeout:
                 break
     except KeyboardInterrupt:
         pass
     finally:
+        if bar is not None:
+            _draw(bar, state, started, args.max_messages)
+            bar.close()
         report = None
         try:
             report = consumer.shutdown(timeout=1.0)
