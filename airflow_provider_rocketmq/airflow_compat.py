@@ -7,6 +7,9 @@ name that moved between 3.x releases is guarded in one place:
 - ``BaseHook``: ``airflow.sdk`` from 3.1; ``airflow.hooks.base`` in 3.0.
 - ``conf``: ``airflow.sdk.configuration`` where the task SDK has it, else
   ``airflow.configuration``.
+- ``Stats``: ``airflow.sdk.observability.stats`` (3.3 has it; its ``airflow.stats`` is a shim that
+  warns), else ``airflow.observability.stats``, else ``airflow.stats`` (3.0) — the order the
+  common-compat provider uses.
 
 ``scripts/compat.sh`` installs the lowest supported versions and runs the Airflow tests, so
 an import that only newer releases have fails there.
@@ -24,6 +27,14 @@ try:  # Airflow >= 3.1
 except ImportError:  # Airflow 3.0
     from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined,unused-ignore]  # 3.0's name
 
+try:  # the task SDK's metrics (newer 3.x)
+    from airflow.sdk.observability.stats import Stats
+except ImportError:  # pragma: no cover - depends on the installed Airflow
+    try:
+        from airflow.observability.stats import Stats  # type: ignore[no-redef,assignment,unused-ignore]  # core copy
+    except ImportError:  # Airflow 3.0
+        from airflow.stats import Stats  # type: ignore[no-redef,assignment,unused-ignore]  # 3.0 name
+
 try:  # the task SDK's configuration (newer 3.x)
     from airflow.sdk.configuration import conf
 except ImportError:  # pragma: no cover - depends on the installed Airflow
@@ -36,6 +47,7 @@ __all__ = [
     "BaseSensorOperator",
     "Context",
     "PokeReturnValue",
+    "Stats",
     "TriggerEvent",
     "conf",
     "config_get",

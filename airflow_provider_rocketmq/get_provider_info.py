@@ -69,6 +69,24 @@ CONFIG: dict[str, Any] = {
                 "example": "s3://my-bucket/rocketmq-windows",
                 "default": "",
             },
+            "progress_interval": {
+                "description": "Seconds between two progress lines of RocketMQConsumeWindowOperator in the "
+                "task log (messages and bytes staged against the window's total, rate, ETA, the queues "
+                "with the most left); the operator's progress_interval wins. The first line comes one "
+                "interval after consuming started, so shorter windows log none. 0: no progress lines.\n",
+                "version_added": "0.1.0",
+                "type": "float",
+                "example": "60",
+                "default": "30",
+            },
+            "metrics_per_topic_names": {
+                "description": "Also send every rocketmq.* metric as <name>.<topic>.<consumer_group>, for "
+                "metrics backends that drop tags (plain StatsD). The tagged names are always sent.\n",
+                "version_added": "0.1.0",
+                "type": "boolean",
+                "example": "True",
+                "default": "False",
+            },
         },
     }
 }

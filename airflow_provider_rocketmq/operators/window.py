@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from airflow_provider_rocketmq import metrics
 from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context, config_get
 from airflow_provider_rocketmq.client.consumer.config import (
     ConsumeFromWhere,
@@ -22,6 +23,7 @@ from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.operators.window_lineage import WindowLineageMixin
 from airflow_provider_rocketmq.window.collector import parse_tag_expression
 from airflow_provider_rocketmq.window.manifest import HANDOFF_OFFSETS, HANDOFFS
+from airflow_provider_rocketmq.window.progress import WindowProgress
 from airflow_provider_rocketmq.window.runner import (
     WINDOW_CONSUMER_DEFAULTS,
     Listener,
@@ -36,6 +38,8 @@ from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_wi
 
 COMMIT_POLICIES = ("after_staging", "after_downstream")
 STAGING_OPTION = "staging_path"
+PROGRESS_OPTION = "progress_interval"
+DEFAULT_PROGRESS_INTERVAL = 30.0
 DEFAULT_MAPPED_SETTLE = 5.0
 # the window owns these: offsets are committed from the manifest, and every member must see every queue
 _FORCED = {"enable_offset_commit": False, "message_model": "CLUSTERING"}
@@ -46,6 +50,21 @@ def configured_staging_base() -> str | None:
     """``[rocketmq] staging_path`` (``AIRFLOW__ROCKETMQ__STAGING_PATH``) from Airflow's configuration."""
     value = config_get(STAGING_OPTION, "").strip()
     return value or None
+
+
+def resolve_progress_interval(value: float | None) -> float:
+    """Seconds between two progress lines: ``value``, else ``[rocketmq] progress_interval``; 0 = none."""
+    field = "progress_interval"
+    if value is None:
+        field = f"[rocketmq] {PROGRESS_OPTION}"
+        text = config_get(PROGRESS_OPTION, str(DEFAULT_PROGRESS_INTERVAL))
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(field, f"must be a number of seconds, got {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ConfigError(field, f"must be >= 0 seconds (0: no progress lines), got {value!r}")
+    return float(value)
 
 
 def _number(field: str, value: Any, kind: type) -> Any:
@@ -138,6 +157,10 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         ``rocketmq`` data source (``window/snapshot.py``). Offsets need
         ``commit="after_downstream"``, take ``max_messages`` but not ``max_bytes``/``max_duration``,
         and are not mapped (one instance snapshots every queue).
+    :param progress_interval: seconds between two progress lines in the task log (messages and bytes
+        staged against the window's total, rate, ETA, the queues with the most left); the first comes
+        one interval after consuming started, so a shorter window logs none. Default
+        ``[rocketmq] progress_interval`` (30); 0 logs none.
     :param rocketmq_conn_id: the `rocketmq` connection (templated; default ``[rocketmq] default_conn_id``).
     """
 
@@ -164,10 +187,13 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         idle_timeout: float = 120.0,
         settle_time: float | None = None,
         handoff: str = "staging",
+        progress_interval: float | None = None,
         rocketmq_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if progress_interval is not None:
+            progress_interval = resolve_progress_interval(progress_interval)
         if commit not in COMMIT_POLICIES:
             raise ConfigError("commit", f"must be one of {', '.join(COMMIT_POLICIES)}, got {commit!r}")
         if handoff not in HANDOFFS:
@@ -199,6 +225,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         self.assignment_timeout = assignment_timeout
         self.idle_timeout = idle_timeout
         self.settle_time = settle_time
+        self.progress_interval = progress_interval
         self.rocketmq_conn_id = rocketmq_conn_id
         self._cancel: threading.Event | None = None  # made in execute(): operators get deep-copied
         # the bounds and timeouts are checked by WindowSpec.validate() (shared with the CLI), now and at
@@ -311,11 +338,25 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
                       self.rocketmq_conn_id, {k: v for k, v in self._limits(rendered=True).items() if v is not None},
                       consumer_overrides)
         self._cancel = threading.Event()
+        progress = WindowProgress(interval=resolve_progress_interval(self.progress_interval),
+                                  emit=lambda text: self.log.info("window %s: %s", window_id, text),
+                                  max_messages=spec.max_messages)
+        started = time.monotonic()
         with hook.get_admin() as admin:
-            result = run_window(spec, admin, make_consumer, namesrv=config.namesrv_addr, cancel=self._cancel)
+            result = run_window(spec, admin, make_consumer, namesrv=config.namesrv_addr, cancel=self._cancel,
+                                progress=progress)
         self.log.info("window %s: %d messages, %d bytes%s; manifest %s", result.window_id, result.messages,
                       result.bytes, " (reused)" if result.reused else "", result.manifest)
+        self._send_metrics(result, progress, time.monotonic() - started)
         return self.staged(result.to_xcom())  # recorded for the OpenLineage datasets (window_lineage.py)
+
+    def _send_metrics(self, result: WindowResult, progress: WindowProgress, seconds: float) -> None:
+        if result.reused:
+            metrics.window_reused(self.topic, self.consumer_group)
+            return
+        metrics.window_metrics(self.topic, self.consumer_group, messages=result.messages, size=result.bytes,
+                               seconds=seconds, consuming_seconds=progress.consuming_seconds,
+                               queues=len(progress.last.queues) if progress.last is not None else 0)
 
     def _snapshot_offsets(self, hook: RocketMQHook, overrides: dict[str, Any], staging: str,
                           storage_options: dict[str, Any], window_id: str, *, mapped: bool) -> WindowResult:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_provider_rocketmq import metrics
 from airflow_provider_rocketmq.airflow_compat import (
     BaseSensorOperator,
     Context,
@@ -102,6 +103,7 @@ class RocketMQLagSensor(BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         with RocketMQHook(self.rocketmq_conn_id).get_admin() as admin:
             snapshot = admin.lag(self.consumer_group, self.topic).to_dict()
+        metrics.lag_metrics(snapshot)
         condition = self.condition
         done = condition.is_met(snapshot)
         self.log.info("lag %s of %s on %s (%s): %s", snapshot.get("total_lag"), self.consumer_group,

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from airflow_provider_rocketmq import metrics
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
 from airflow_provider_rocketmq.client.errors import RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
@@ -83,6 +84,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
                     self.log.warning("lag of %s on %s not available yet: %s", self.consumer_group,
                                      self.topic, exc)
                 else:
+                    metrics.lag_metrics(snapshot)
                     if self.condition.is_met(snapshot):
                         yield _event({"status": "success", "lag": snapshot})
                         return

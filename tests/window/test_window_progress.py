@@ -81,7 +81,7 @@ def test_a_line_every_interval_with_the_window_figures() -> None:
     at(clock, progress, 30)
     size = body_bytes(Q0, range(50))
     assert lines == [(f"50 of 400 messages staged (12.5%, {size} B) in 30 s; 0 of 2 queues done; "
-                     f"last 30 s: 2 msg/s, {size / 30:.0f} B/s; ETA 3 min 30 s; most left: b:1 300, b:0 50")]
+                     f"last 30 s: 1.7 msg/s, {size / 30:.0f} B/s; ETA 3 min 30 s; most left: b:1 300, b:0 50")]
     c.offer(batch(Q0, range(50, 100)))
     c.offer(batch(Q1, range(100)))
     at(clock, progress, 45)
@@ -89,12 +89,12 @@ def test_a_line_every_interval_with_the_window_figures() -> None:
     assert len(lines) == 2
     # 150 messages in the last 30 s: 5/s, 200 offsets left -> 40 s; the finished queue is not listed
     assert lines[1].startswith("200 of 400 messages staged (50.0%, ")
-    assert "in 1 min 00 s; 1 of 2 queues done; last 30 s: 5 msg/s, " in lines[1]
+    assert "in 1 min 00 s; 1 of 2 queues done; last 30 s: 5.0 msg/s, " in lines[1]
     assert lines[1].endswith("; ETA 40 s; most left: b:1 200")
     # a late tick reports once and keeps the cadence (next at 120, not at 100 + 30)
     at(clock, progress, 100)
     at(clock, progress, 119)
-    assert len(lines) == 3 and "in 1 min 40 s;" in lines[2] and "last 40 s: 0 msg/s" in lines[2]
+    assert len(lines) == 3 and "in 1 min 40 s;" in lines[2] and "last 40 s: 0.0 msg/s" in lines[2]
     assert "ETA unknown (no progress)" in lines[2]
     at(clock, progress, 120)
     assert len(lines) == 4 and "last 20 s:" in lines[3]
@@ -147,7 +147,7 @@ def test_a_max_messages_bound_below_the_backlog_is_the_target() -> None:
     at(clock, progress, 10)
     assert lines[0].startswith("25 messages (")
     assert " of max_messages 100 staged (25.0%) in 10 s;" in lines[0]
-    assert "last 10 s: 2 msg/s" in lines[0] and "ETA 30 s" in lines[0]  # 75 left at 2.5/s
+    assert "last 10 s: 2.5 msg/s" in lines[0] and "ETA 30 s" in lines[0]  # 75 left at 2.5/s
 
 
 def test_tag_filtered_offsets_are_reported_apart_from_staged_messages() -> None:

@@ -128,10 +128,12 @@ def run(args: argparse.Namespace) -> int:
     # the printed messages are the progress when stdout is the terminal too
     bar = terminal.LiveBar(f"consume {args.topic}") \
         if not args.json and terminal.wanted() and not terminal.wanted(out) else None
+    drawn = 0.0
     try:
         consumer.start()
         while not done.wait(0.2):  # poll: idleness has no event to wait on
-            if bar is not None:
+            if bar is not None and time.monotonic() - drawn >= 0.5:  # a redraw costs a few ms
+                drawn = time.monotonic()
                 _draw(bar, state, started, args.max_messages)
             if args.idle_timeout and time.monotonic() - state["last"] > args.idle_timeout:
                 break
