@@ -34,7 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 class _Timer:
     duration = None
 
-    def __enter__(self) -> _Timer:
+    def __enter__(self) -> _Timer:  # noqa: PYI034 - Self needs Python 3.11
         return self
 
     def __exit__(self, *exc: object) -> None:

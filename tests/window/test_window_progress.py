@@ -98,8 +98,12 @@ def test_a_line_every_interval_with_the_window_figures() -> None:
     assert "ETA unknown (no progress)" in lines[2]
     at(clock, progress, 120)
     assert len(lines) == 4 and "last 20 s:" in lines[3]
+    at(clock, progress, 240)  # three intervals late: one line, no burst of catching up
+    at(clock, progress, 241)
+    at(clock, progress, 269)
+    assert len(lines) == 5 and "last 2 min 00 s:" in lines[4]
     progress.detach()
-    assert progress.last is not None and progress.last.messages == 200 and progress.consuming_seconds == 120
+    assert progress.last is not None and progress.last.messages == 200 and progress.consuming_seconds == 269
 
 
 def test_a_window_shorter_than_the_interval_reports_nothing() -> None:
