@@ -140,3 +140,19 @@ def test_without_rich_the_bar_is_a_plain_status_line(cluster: EmbeddedCluster, t
     assert "\x1b[?25l" not in terminal  # rich hides the cursor; the plain line does not
     final = screen(terminal)[-1]
     assert final.startswith(f"window {TOPIC} 30/30 messages (100%) 600 B; "), terminal
+
+
+def test_window_progress_lines_only_with_verbose_logging(caplog: pytest.LogCaptureFixture) -> None:
+    import argparse
+    import logging
+
+    from airflow_provider_rocketmq.window import cli as window_cli
+
+    args = argparse.Namespace(progress_interval=7.0, json=True, topic="t")
+    spec = argparse.Namespace(max_messages=None)
+    for level, interval in ((logging.ERROR, 0.0), (logging.INFO, 7.0)):  # the CLI's default, then -v
+        caplog.set_level(level)
+        with window_cli._progress(args, spec) as progress:
+            assert progress.interval == interval
+    progress._emit("12 of 40 messages staged")
+    assert [r.getMessage() for r in caplog.records] == ["window progress: 12 of 40 messages staged"]
