@@ -68,8 +68,9 @@ def message_json(m: MessageExt) -> dict[str, Any]:
 def _draw(bar: terminal.LiveBar, state: dict[str, Any], started: float, limit: int) -> None:
     count, size = state["count"], state["bytes"]  # read unlocked: a bar may lag one batch behind
     elapsed = max(time.monotonic() - started, 1e-9)
-    bar.update(count, limit or None, f"{terminal.format_bytes(size)}; {count / elapsed:,.0f} msg/s; "
-               f"last message {terminal.format_seconds(time.monotonic() - state['last'])} ago")
+    last = f"last message {terminal.format_seconds(time.monotonic() - state['last'])} ago" if count \
+        else "no message yet"
+    bar.update(count, limit or None, f"{terminal.format_bytes(size)}; {count / elapsed:,.0f} msg/s; {last}")
 
 
 def run(args: argparse.Namespace) -> int:
