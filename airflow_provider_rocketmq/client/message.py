@@ -21,6 +21,7 @@ is cheap to be: properties are parsed on first access, bodies inflated once.
 from __future__ import annotations
 
 import binascii
+import itertools
 import os
 import socket
 import struct
@@ -572,7 +573,7 @@ class UniqIdGenerator:
         self._prefix = binascii.hexlify(ip + struct.pack(">hi", os.getpid() & 0x7FFF,
                                                           id(self) & 0x7FFFFFFF)).decode().upper()
         self._lock = threading.Lock()
-        self._counter = 0
+        self._counter = itertools.count(1)  # next() on it is atomic: no lock per id
         self._start = 0.0
         self._next = 0.0
         self._set_month()
@@ -587,14 +588,13 @@ class UniqIdGenerator:
         self._next = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
 
     def next_id(self) -> str:
-        with self._lock:
-            now = time.time()
-            if now >= self._next:
-                self._set_month()
-            self._counter = (self._counter + 1) & 0xFFFF
-            # Java writes (int)(now - start): the low 32 bits, which wrap after ~24.8 days
-            tail = struct.pack(">IH", int((now - self._start) * 1000) & 0xFFFFFFFF, self._counter)
-        return self._prefix + binascii.hexlify(tail).decode().upper()
+        now = time.time()
+        if now >= self._next:
+            with self._lock:
+                if now >= self._next:
+                    self._set_month()
+        # Java writes (int)(now - start): the low 32 bits, which wrap after ~24.8 days
+        return f"{self._prefix}{int((now - self._start) * 1000) & 0xFFFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
 
 
 _uniq = UniqIdGenerator()

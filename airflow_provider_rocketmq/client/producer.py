@@ -1,7 +1,7 @@
-"""Producer: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (REFERENCE 2.4, 2.8).
+"""Producer: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (REFERENCE 2.4, 2.8), one at a time or pipelined.
 
-Used for demo data, tests and the consumer's retry fallback. What it does like
-Java's DefaultMQProducer: V2 one-letter header, ``WAIT=true`` and a UNIQ_KEY on
+Used by the produce operator and command, for demo data, tests and the consumer's retry fallback.
+What it does like Java's DefaultMQProducer: V2 one-letter header, ``WAIT=true`` and a UNIQ_KEY on
 every message, zlib (level 5) for single bodies above 4 KiB with sysFlag 0x301,
 round-robin queue choice that moves to another broker after a failure, key-hash
 choice (``String.hashCode % n``) for ordered sends, and the ``TBW102`` default
@@ -12,7 +12,14 @@ certainly *not* stored: the broker answered a retriable code (busy, flow
 control, service not available, system error) or the connection could not be
 opened (refused or timed out). A timeout or a connection lost after the frame was written is raised,
 because the broker may have stored the message; the UNIQ_KEY stays the same on
-every attempt so a duplicate would still be recognisable.
+every attempt so a duplicate would still be recognisable. (Java's ``retryTimesWhenSendFailed``
+also resends after a timeout or a lost connection, which can store a message twice.)
+
+`send_many` pipelines: many requests in flight on one connection per broker, a `SendOutcome`
+per message, order kept per key (see pipeline.py for exactly what holds).
+`Producer.send` takes a synchronous fast path when the topic's route and the broker's
+connection are already there: the request is rendered in the calling thread and handed to the
+loop thread with one callback, and the answer comes back through a lock, not a coroutine.
 """
 
 from __future__ import annotations
@@ -20,187 +27,59 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 import time
-import zlib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from .config import DEFAULT_TOPIC, RETRY_PREFIX, ClientConfig, check_topic
+from .config import DEFAULT_TOPIC, RETRY_PREFIX, ClientConfig
 from .errors import (
-    AclDeniedError,
     BrokerError,
     ClientStateError,
     ConfigError,
     ConnectionClosedError,
-    ProtocolError,
     RequestTimeoutError,
-    RocketMQError,
     RouteNotFoundError,
-    broker_error,
 )
 from .loop_thread import SyncFacade
-from .message import (
-    COMPRESS_OVER,
-    COMPRESSION_ZLIB,
-    FLAG_COMPRESSED,
-    MAX_PROPERTIES_LEN,
-    PROPERTY_MAX_RECONSUME_TIMES,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_UNIQ_KEY,
-    PROPERTY_WAIT,
-    Message,
-    encode_batch,
-    java_string_hash,
-    new_uniq_id,
-    properties_to_string,
-)
+from .message import COMPRESS_OVER, PROPERTY_UNIQ_KEY, Message, encode_batch
 from .mqclient import ClientFacade, MQClient
+from .pipeline import PipelineOptions, SendAbortedError, SendOutcome, SendPipeline
 from .queue import MessageQueue
-from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
-from .route import TopicRouteData
+from .remoting.connection import RemotingProtocol, next_opaque
+from .route import MASTER_ID, TopicRouteData
+from .send_wire import (
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    MAX_MESSAGE_SIZE,
+    NotSentError,
+    SendFrameRenderer,
+    SendResult,
+    build_batch_request,
+    build_send_request,
+    prepare_batch,
+    prepared,
+    select_by_key,
+    send_result,
+    validate_message,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC_QUEUE_NUMS = 4
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # Java DefaultMQProducer.maxMessageSize
-ZLIB_LEVEL = 5  # Java compressMsgBodyOverHowmuch + Deflater(level 5)
-# Stored-but-not-flushed answers: the message is safe in the broker's memory,
-# Java reports them as a SendStatus, not as an error, and never resends them.
-_STORED_CODES: dict[int, str] = {
-    ResponseCode.SUCCESS: "SEND_OK",
-    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
-    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
-}
-_RETRIABLE_SEND_CODES = frozenset({ResponseCode.SYSTEM_ERROR, ResponseCode.SYSTEM_BUSY,
-                                   ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.FLOW_CONTROL,
-                                   ResponseCode.TOPIC_NOT_EXIST})
+SendItem = Message | tuple[Message, str | None]  # a message, or (message, key) for ordered sends
 
 
-@dataclass(frozen=True)
-class SendResult:
-    """Where a message (or batch) was stored. For batches the ids are comma-joined, like Java."""
-
-    msg_id: str
-    offset_msg_id: str
-    queue: MessageQueue
-    queue_offset: int
-    status: str = "SEND_OK"
-    region: str | None = None
-
-    @property
-    def msg_ids(self) -> list[str]:
-        return self.msg_id.split(",")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"msg_id": self.msg_id, "offset_msg_id": self.offset_msg_id, "topic": self.queue.topic,
-                "broker": self.queue.broker_name, "queue_id": self.queue.queue_id,
-                "queue_offset": self.queue_offset, "status": self.status}
-
-
-class _NotSent(RocketMQError):
-    """Internal: the attempt certainly did not store the message; try another queue."""
-
-    retriable = True
-
-    def __init__(self, cause: RocketMQError, broker: str) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.broker = broker
-
-
-def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:
-    """Java Validators.checkMessage: topic name and body size, as ConfigError naming the field."""
-    if not isinstance(msg, Message):
-        raise ConfigError("message", f"expected a Message, got {type(msg).__name__}")
-    topic = check_topic(msg.topic)
-    if topic == DEFAULT_TOPIC:
-        raise ConfigError("topic", f"{DEFAULT_TOPIC} is reserved by the broker")
-    if not msg.body:
-        raise ConfigError("body", "must not be empty")
-    if len(msg.body) > max_size:
-        raise ConfigError("body", f"{len(msg.body)} bytes exceed the maximum message size {max_size}")
-
-
-def select_by_key(queues: Sequence[MessageQueue], key: str) -> MessageQueue:
-    """Java SelectMessageQueueByHash: ``abs(key.hashCode() % n)`` (Java remainder semantics)."""
-    h = java_string_hash(key)
-    n = len(queues)
-    r = abs(h) % n  # |h % n| in Java equals |h| % n in Python for the remainder's magnitude
-    return queues[r]
-
-
-def build_send_request(msg: Message, mq: MessageQueue, group: str, *, born_timestamp: int | None = None,
-                       compress_over: int = COMPRESS_OVER, default_topic: str = DEFAULT_TOPIC,
-                       unit_mode: bool = False) -> RemotingCommand:
-    """SEND_MESSAGE_V2 for one message as Java builds it (pure: no I/O, no mutation of ``msg``)."""
-    props = dict(msg.properties)
-    props.setdefault(PROPERTY_UNIQ_KEY, new_uniq_id())
-    props.setdefault(PROPERTY_WAIT, "true")
-    body = msg.body
-    sys_flag = 0
-    if len(body) >= compress_over:  # Java: body.length >= compressMsgBodyOverHowmuch
-        body = zlib.compress(body, ZLIB_LEVEL)
-        sys_flag |= FLAG_COMPRESSED | COMPRESSION_ZLIB
-    reconsume = "0"
-    max_reconsume: str | None = None
-    if mq.topic.startswith(RETRY_PREFIX):
-        # Java moves these two into the header for %RETRY% sends (the broker routes to DLQ on them).
-        reconsume = props.pop(PROPERTY_RECONSUME_TIME, "0")
-        max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
-    prop_text = properties_to_string(props)
-    if len(prop_text.encode("utf-8")) > MAX_PROPERTIES_LEN:
-        raise ConfigError("properties", f"encoded properties exceed {MAX_PROPERTIES_LEN} bytes")
-    ext: dict[str, Any] = {
-        "a": group, "b": mq.topic, "c": default_topic, "d": DEFAULT_TOPIC_QUEUE_NUMS, "e": mq.queue_id,
-        "f": sys_flag, "g": born_timestamp if born_timestamp is not None else int(time.time() * 1000),
-        "h": msg.flag, "i": prop_text, "j": reconsume, "k": unit_mode,
-    }
-    if max_reconsume is not None:
-        ext["l"] = max_reconsume
-    ext["m"] = False
-    ext["n"] = mq.broker_name
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
-
-
-def prepare_batch(msgs: Iterable[Message]) -> list[Message]:
-    """Copies of ``msgs`` each carrying UNIQ_KEY and WAIT (Java MessageBatch.generateFromList)."""
-    out: list[Message] = []
-    topic: str | None = None
-    for m in msgs:
-        if m.properties.get("DELAY"):
-            raise ConfigError("delay_level", "delayed messages cannot be sent in a batch")
-        if m.topic.startswith(RETRY_PREFIX):
-            raise ConfigError("topic", "retry topics cannot be sent in a batch")
-        if topic is None:
-            topic = m.topic
-        elif m.topic != topic:
-            raise ConfigError("topic", f"a batch must have one topic ({topic!r} and {m.topic!r} mixed)")
-        copy = Message(m.topic, m.body, flag=m.flag)
-        copy.properties = dict(m.properties)
-        copy.properties.setdefault(PROPERTY_UNIQ_KEY, new_uniq_id())
-        copy.properties.setdefault(PROPERTY_WAIT, "true")
-        out.append(copy)
-    if not out:
-        raise ConfigError("messages", "a batch needs at least one message")
-    return out
-
-
-def build_batch_request(msgs: Sequence[Message], mq: MessageQueue, group: str, *,
-                        born_timestamp: int | None = None) -> RemotingCommand:
-    """SEND_BATCH_MESSAGE: V2 header with ``m=true``; batches are never compressed."""
-    body = encode_batch(msgs)
-    ext: dict[str, Any] = {
-        "a": group, "b": mq.topic, "c": DEFAULT_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS, "e": mq.queue_id,
-        "f": 0, "g": born_timestamp if born_timestamp is not None else int(time.time() * 1000),
-        "h": 0, "i": properties_to_string({PROPERTY_WAIT: "true"}), "j": 0, "k": False, "m": True,
-        "n": mq.broker_name,
-    }
-    return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+def _check_target(topic: str, queue: MessageQueue | None, key: str | None, ns: Any) -> None:
+    if queue is not None and not isinstance(queue, MessageQueue):
+        raise ConfigError("queue", f"expected a MessageQueue(topic, broker_name, queue_id), got {queue!r}")
+    if key is not None and not isinstance(key, str):
+        raise ConfigError("key", f"must be a string, got {type(key).__name__}")
+    if queue is not None and ns(queue.topic) != ns(topic):
+        raise ConfigError("queue", f"queue {queue} belongs to another topic than {topic!r}")
+    if queue is not None and key is not None:
+        raise ConfigError("key", "give either queue= or key=, not both")
 
 
 class AsyncProducer(ClientFacade):
@@ -216,6 +95,9 @@ class AsyncProducer(ClientFacade):
             raise ConfigError("retry_times", f"must be an integer in [0, 16], got {retry_times!r}")
         if compress_over < 0:
             raise ConfigError("compress_over", "must be >= 0")
+        if send_timeout is not None and (isinstance(send_timeout, bool) or not isinstance(send_timeout, (int, float))
+                                         or not 0 < send_timeout <= 600):
+            raise ConfigError("send_timeout", f"must be a number of seconds in (0, 600], got {send_timeout!r}")
         super().__init__(config, mqclient)
         self.group = group
         self.retry_times = retry_times
@@ -223,13 +105,21 @@ class AsyncProducer(ClientFacade):
         self.max_message_size = max_message_size
         self.send_timeout = send_timeout
         self.auto_create_topic = auto_create_topic
+        self.renderer = SendFrameRenderer(self.client.ns(group), compress_over)
         self._counter = itertools.count()
+        self._queue_cache: dict[str, tuple[TopicRouteData, list[MessageQueue]]] = {}
+        self._valid_topics: set[str] = set()
         self._closed = False
 
     async def close(self) -> None:
         """Refuse further sends; close the connections if this producer created its MQClient."""
         self._closed = True
         await super().close()
+
+    @property
+    def attempt_timeout(self) -> float:
+        """How long one attempt waits for its answer (connect included)."""
+        return self.send_timeout if self.send_timeout is not None else self.client.timeout
 
     # -- queue selection ---------------------------------------------------------
     async def publish_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
@@ -253,6 +143,21 @@ class AsyncProducer(ClientFacade):
                 f"(create it first, e.g. `rocketmq-airflow topic create --topic {topic}`)") from None
         return _default_topic_queues(default, self.client.ns(topic))
 
+    def cached_queues(self, topic: str) -> list[MessageQueue] | None:
+        """The writable queues of ``topic``'s cached route, without I/O (any thread); None when the
+        route is not cached or has no writable queue (then `publish_queues` decides)."""
+        route = self.client.cached_route(topic)
+        if route is None:
+            return None
+        hit = self._queue_cache.get(topic)
+        if hit is not None and hit[0] is route:
+            return hit[1]
+        queues = route.publish_queues(self.client.ns(topic))
+        if not queues:
+            return None
+        self._queue_cache[topic] = (route, queues)
+        return queues
+
     def _pick(self, queues: list[MessageQueue], last_failed_broker: str | None) -> MessageQueue:
         start = next(self._counter)
         if last_failed_broker is not None:
@@ -267,15 +172,11 @@ class AsyncProducer(ClientFacade):
                    key: str | None = None) -> SendResult:
         """Send one message; ``queue`` pins the queue, ``key`` picks one by hash (ordered sends)."""
         validate_message(msg, self.max_message_size)
-        uniq = msg.properties.get(PROPERTY_UNIQ_KEY) or new_uniq_id()
-        props = dict(msg.properties)
-        props[PROPERTY_UNIQ_KEY] = uniq  # the same id on every attempt
-        prepared = Message(msg.topic, msg.body, flag=msg.flag)
-        prepared.properties = props
+        sent, uniq = prepared(msg)
+        group, compress_over = self.client.ns(self.group), self.compress_over
 
         def build(mq: MessageQueue) -> RemotingCommand:
-            return build_send_request(prepared, mq, self.client.ns(self.group),
-                                      compress_over=self.compress_over)
+            return build_send_request(sent, mq, group, compress_over=compress_over)
         return await self._send_with_retries(msg.topic, build, queue, key, uniq)
 
     async def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
@@ -292,72 +193,223 @@ class AsyncProducer(ClientFacade):
         return await self._send_with_retries(items[0].topic, lambda mq: build_batch_request(items, mq, group),
                                              queue, key, uniq)
 
-    async def _send_with_retries(self, topic: str, build: Any, queue: MessageQueue | None,
-                                 key: str | None, uniq: str) -> SendResult:
+    def pipeline(self, *, max_in_flight: int = 64, max_batch: int = 1, stop_on_error: bool = True) -> SendPipeline:
+        """A `SendPipeline` for one run (call on the producer's loop); `send_many` drives one for you."""
         if self._closed:
             raise ClientStateError("producer is closed")
-        if queue is not None and not isinstance(queue, MessageQueue):
-            raise ConfigError("queue", f"expected a MessageQueue(topic, broker_name, queue_id), got {queue!r}")
+        return SendPipeline(self, PipelineOptions(max_in_flight, max_batch, stop_on_error))
+
+    async def send_many(self, messages: Iterable[SendItem] | AsyncIterable[SendItem], *, key: str | None = None,
+                        max_in_flight: int = 64, max_batch: int = 1,
+                        stop_on_error: bool = True) -> AsyncIterator[SendOutcome]:
+        """Send ``messages`` pipelined; yields one `SendOutcome` per message, in their order.
+
+        An item is a `Message` or ``(message, key)``; ``key`` applies to items without one. See
+        pipeline.py for the bounds and the order per key. A bad item (ConfigError) or an error of
+        ``messages`` itself is raised once the messages before it have their outcomes (yielded first).
+        """
+        pipe = self.pipeline(max_in_flight=max_in_flight, max_batch=max_batch, stop_on_error=stop_on_error)
         if key is not None and not isinstance(key, str):
             raise ConfigError("key", f"must be a string, got {type(key).__name__}")
-        if queue is not None and self.client.ns(queue.topic) != self.client.ns(topic):
-            raise ConfigError("queue", f"queue {queue} belongs to another topic than {topic!r}")
-        if queue is not None and key is not None:
-            raise ConfigError("key", "give either queue= or key=, not both")
+        failure: BaseException | None = None
         try:
-            return await self._attempts(topic, build, queue, key, uniq)
-        except _NotSent as exc:  # every attempt was rejected: surface the broker's own error
+            try:
+                if isinstance(messages, AsyncIterable):
+                    async for item in messages:
+                        msg, k = self.check_item(item, key)
+                        if not pipe.offer(msg, k):
+                            await pipe.put(msg, k)
+                        for outcome in pipe.take():
+                            yield outcome
+                        if pipe.stopped:
+                            break
+                else:
+                    for item in messages:
+                        msg, k = self.check_item(item, key)
+                        if not pipe.offer(msg, k):
+                            await pipe.put(msg, k)
+                        for outcome in pipe.take():
+                            yield outcome
+                        if pipe.stopped:
+                            break
+            except Exception as exc:  # noqa: BLE001 - raised below, once what was sent before it is known
+                failure = exc
+            while pipe.outstanding:
+                await pipe.wait_ready()
+                for outcome in pipe.take():
+                    yield outcome
+            for outcome in pipe.take():
+                yield outcome
+        finally:
+            await pipe.close()
+        if failure is not None:
+            raise failure
+
+    def check_item(self, item: Any, key: str | None) -> tuple[Message, str | None]:
+        """``item`` of `send_many` as (message, key), validated (ConfigError naming the field)."""
+        if isinstance(item, tuple):
+            if len(item) != 2:
+                raise ConfigError("message", f"expected a Message or (Message, key), got a {len(item)}-tuple")
+            msg, k = item
+            if k is not None and not isinstance(k, str):
+                raise ConfigError("key", f"must be a string, got {type(k).__name__}")
+            k = key if k is None else k
+        else:
+            msg, k = item, key
+        # validate_message, with the topic's name checked once per topic
+        body = msg.body if msg.__class__ is Message else None
+        if not body or len(body) > self.max_message_size or msg.topic not in self._valid_topics:
+            validate_message(msg, self.max_message_size)
+            if len(self._valid_topics) > 1024:
+                self._valid_topics.clear()
+            self._valid_topics.add(msg.topic)
+        return msg, k
+
+    async def _send_with_retries(self, topic: str, build: Any, queue: MessageQueue | None,
+                                 key: str | None, uniq: str, failed: NotSentError | None = None) -> SendResult:
+        if self._closed:
+            raise ClientStateError("producer is closed")
+        _check_target(topic, queue, key, self.client.ns)
+        try:
+            return await self._attempts(topic, build, queue, key, uniq, failed)
+        except NotSentError as exc:  # every attempt was rejected: surface the broker's own error
             raise exc.cause from None
 
+    async def _attempt(self, topic: str, build: Any, fixed: MessageQueue | None, key: str | None, uniq: str,
+                       last_broker: str | None) -> SendResult:
+        if fixed is not None:
+            mq = MessageQueue(self.client.ns(fixed.topic), fixed.broker_name, fixed.queue_id)
+        else:
+            # after a failure, re-read the route: the broker may be gone or the topic moved
+            queues = await self.publish_queues(topic, refresh=last_broker is not None)
+            mq = select_by_key(queues, key) if key is not None else self._pick(queues, last_broker)
+        try:
+            return await self._send_once(mq, build(mq), uniq)
+        except NotSentError as exc:
+            exc.queue = mq
+            raise
+
     async def _attempts(self, topic: str, build: Any, fixed: MessageQueue | None,
-                        key: str | None, uniq: str) -> SendResult:
-        last_broker: str | None = None
+                        key: str | None, uniq: str, failed: NotSentError | None) -> SendResult:
+        if failed is None:  # the first attempt outside tenacity: most sends need no other
+            try:
+                return await self._attempt(topic, build, fixed, key, uniq, None)
+            except NotSentError as exc:
+                self._log_not_sent(exc, 1)
+                failed = exc
+        if self.retry_times == 0:
+            raise failed
+        pending = [failed]
+        last_broker: str | None = failed.broker
         async for attempt in AsyncRetrying(stop=stop_after_attempt(self.retry_times + 1),
                                            wait=wait_random_exponential(multiplier=0.05, max=1.0),
-                                           retry=retry_if_exception(lambda e: isinstance(e, _NotSent)),
+                                           retry=retry_if_exception(lambda e: isinstance(e, NotSentError)),
                                            reraise=True):
             with attempt:
-                if fixed is not None:
-                    mq = MessageQueue(self.client.ns(fixed.topic), fixed.broker_name, fixed.queue_id)
-                else:
-                    # after a failure, re-read the route: the broker may be gone or the topic moved
-                    queues = await self.publish_queues(topic, refresh=last_broker is not None)
-                    mq = select_by_key(queues, key) if key is not None else self._pick(queues, last_broker)
+                if pending:  # the first attempt, already made: tenacity waits, then retries
+                    raise pending.pop()
                 try:
-                    return await self._send_once(mq, build(mq), uniq)
-                except _NotSent as exc:
+                    return await self._attempt(topic, build, fixed, key, uniq, last_broker)
+                except NotSentError as exc:
                     last_broker = exc.broker
-                    log.warning("send to %s not stored (%s); %s", mq, exc.cause,
-                                "retrying" if attempt.retry_state.attempt_number <= self.retry_times
-                                else "giving up")
+                    self._log_not_sent(exc, attempt.retry_state.attempt_number)
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _log_not_sent(self, exc: NotSentError, attempt: int) -> None:
+        log.warning("send to %s not stored (%s); %s", exc.queue or exc.broker, exc.cause,
+                    "retrying" if attempt <= self.retry_times else "giving up")
 
     async def _send_once(self, mq: MessageQueue, cmd: RemotingCommand, uniq: str) -> SendResult:
         addr = await self.client.master_addr(mq)
         loop = asyncio.get_running_loop()
-        budget = self.send_timeout if self.send_timeout is not None else self.client.timeout
+        budget = self.attempt_timeout
         deadline = loop.time() + budget  # one deadline for connect + reply
         try:
             await self.client.pool.get(addr, budget)  # connect first: a refused or timed-out connect sent nothing
         except (ConnectionClosedError, RequestTimeoutError) as exc:
-            raise _NotSent(exc, mq.broker_name) from exc
+            raise NotSentError(exc, mq.broker_name) from exc
         resp = await self.client.invoke(addr, cmd, max(deadline - loop.time(), 0.001))
-        status = _STORED_CODES.get(resp.code)
-        if status is None:
-            err = broker_error(resp.code, resp.remark, addr=addr)
-            # an ACL refusal comes as SYSTEM_ERROR; unlike Java we do not retry it: the answer won't change
-            if resp.code in _RETRIABLE_SEND_CODES and not isinstance(err, AclDeniedError):
-                raise _NotSent(err, mq.broker_name) from None
-            raise err
+        return send_result(resp, mq, uniq, addr)
+
+    # -- the synchronous facade's fast path -------------------------------------------------
+    def fast_plan(self, msg: Message, queue: MessageQueue | None, key: str | None) -> _FastSend | None:
+        """Validate ``msg`` and, when its route and its broker's open connection are cached, render
+        its first attempt without I/O (from any thread); None: take `send`."""
+        validate_message(msg, self.max_message_size)
+        if self._closed:
+            raise ClientStateError("producer is closed")
+        topic = msg.topic
+        _check_target(topic, queue, key, self.client.ns)
+        client = self.client
+        if client.pool.rpc_hook is not None or topic.startswith(RETRY_PREFIX):
+            return None
+        if queue is not None:
+            mq = MessageQueue(client.ns(queue.topic), queue.broker_name, queue.queue_id)
+        else:
+            queues = self.cached_queues(topic)
+            if queues is None:
+                return None
+            mq = select_by_key(queues, key) if key is not None else queues[next(self._counter) % len(queues)]
         try:
-            queue_id = int(resp.ext.get("queueId", mq.queue_id))
-            offset = int(resp.ext.get("queueOffset", "-1"))
-        except ValueError:
-            raise ProtocolError(f"send response from {addr} has a non-integer queueId/queueOffset: "
-                                f"{resp.ext}") from None
-        return SendResult(uniq, resp.ext.get("msgId", ""), MessageQueue(mq.topic, mq.broker_name, queue_id),
-                          offset, status, resp.ext.get("MSG_REGION"))
+            addr = client.broker_addr(mq.broker_name, MASTER_ID, exact=True)
+        except RouteNotFoundError:
+            return None
+        conn = client.pool.live(addr)
+        if conn is None:
+            return None
+        sent, uniq = prepared(msg)
+        opaque = next_opaque()
+        frame = self.renderer.frame(sent, mq, opaque, int(time.time() * 1000))
+        return _FastSend(conn, addr, mq, opaque, frame, sent, uniq)
+
+    async def resend(self, fast: _FastSend, queue: MessageQueue | None, key: str | None,
+                     failed: NotSentError) -> SendResult:
+        """The later attempts of a fast-path send the broker did not store."""
+        group, compress_over = self.client.ns(self.group), self.compress_over
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return build_send_request(fast.sent, mq, group, compress_over=compress_over)
+        return await self._send_with_retries(fast.sent.topic, build, queue, key, fast.uniq, failed)
+
+
+class _FastSend:
+    """A first attempt rendered by `AsyncProducer.fast_plan`; also the connection's sink for its
+    answer, which wakes the calling thread through a lock."""
+
+    __slots__ = ("_lock", "addr", "conn", "error", "frame", "mq", "opaque", "response", "sent", "uniq")
+
+    def __init__(self, conn: RemotingProtocol, addr: str, mq: MessageQueue, opaque: int, frame: bytes,
+                 sent: Message, uniq: str) -> None:
+        self.conn, self.addr, self.mq, self.opaque, self.frame, self.sent, self.uniq = \
+            conn, addr, mq, opaque, frame, sent, uniq
+        self.response: RemotingCommand | None = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def start(self) -> None:
+        """On the loop thread: write the frame (nothing written if the connection closed meanwhile)."""
+        try:
+            self.conn.send_encoded(self.opaque, self.frame, self, coalesce=False)
+        except ConnectionClosedError as exc:
+            self.set_exception(NotSentError(exc, self.mq.broker_name))
+
+    def done(self) -> bool:
+        return self.response is not None or self.error is not None
+
+    def set_result(self, result: RemotingCommand) -> None:
+        if not self.done():
+            self.response = result
+            self._lock.release()
+
+    def set_exception(self, exception: BaseException) -> None:
+        if not self.done():
+            self.error = exception
+            self._lock.release()
+
+    def wait(self, timeout: float) -> bool:
+        return self._lock.acquire(timeout=max(timeout, 0.0))
 
 
 def _default_topic_queues(route: TopicRouteData, topic: str) -> list[MessageQueue]:
@@ -395,13 +447,78 @@ class Producer(SyncFacade[AsyncProducer]):
 
     def send(self, msg: Message, queue: MessageQueue | None = None, key: str | None = None,
              timeout: float | None = None) -> SendResult:
+        """Send one message and wait for its result (``timeout``: the whole send, retries included)."""
         self.start()
-        return self._call(self._impl.send(msg, queue, key), timeout, "send")
+        impl = self._impl
+        fast = impl.fast_plan(msg, queue, key)
+        if fast is None:
+            return self._call(impl.send(msg, queue, key), timeout, "send")
+        if not self._loop.is_alive:
+            raise ClientStateError("Producer is closed")
+        started = time.monotonic()
+        budget = impl.attempt_timeout if timeout is None else min(impl.attempt_timeout, timeout)
+        self._loop.loop.call_soon_threadsafe(fast.start)
+        if not fast.wait(budget):
+            self._loop.loop.call_soon_threadsafe(fast.conn.forget, fast.opaque)
+            if timeout is not None and timeout <= impl.attempt_timeout:
+                raise RequestTimeoutError(f"send did not finish within {timeout}s")
+            raise RequestTimeoutError(f"no response to code 310 from {fast.addr} within {budget:.3f}s")
+        try:
+            if fast.error is not None:
+                raise fast.error
+            assert fast.response is not None
+            return send_result(fast.response, fast.mq, fast.uniq, fast.addr)
+        except NotSentError as exc:
+            exc.queue = fast.mq
+            impl._log_not_sent(exc, 1)
+            if not impl.retry_times:
+                raise exc.cause from None
+            left = None if timeout is None else max(timeout - (time.monotonic() - started), 0.001)
+            return self._call(impl.resend(fast, queue, key, exc), left, "send")
 
     def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
                    key: str | None = None, timeout: float | None = None) -> SendResult:
         self.start()
         return self._call(self._impl.send_batch(list(msgs), queue, key), timeout, "send_batch")
+
+    def send_many(self, messages: Iterable[SendItem], *, key: str | None = None, max_in_flight: int = 64,
+                  max_batch: int = 1, stop_on_error: bool = True) -> Iterator[SendOutcome]:
+        """`AsyncProducer.send_many` for synchronous code: yields one `SendOutcome` per message, in order.
+
+        ``messages`` is read in this thread, in chunks handed to the loop thread (one hand-over per
+        chunk, not per message); a chunk closes at 256 messages, at half the pipeline's room, or
+        after 50 ms, so a slow generator's messages do not wait for a full chunk. A bad item
+        (ConfigError) or an exception of ``messages`` is raised once the messages before it have
+        their outcomes. Closing the iterator early stops the run and waits for what is in flight.
+        """
+        self.start()
+        impl = self._impl
+        if key is not None and not isinstance(key, str):
+            raise ConfigError("key", f"must be a string, got {type(key).__name__}")
+        pipe = self._loop.run(_open_pipeline(impl, max_in_flight, max_batch, stop_on_error))
+        chunk_size = max(1, min(256, pipe.options.capacity // 2))
+        it = iter(messages)
+        failure: BaseException | None = None
+        try:
+            while failure is None and not pipe.stopped:
+                chunk: list[tuple[Message, str | None]] = []
+                until = time.monotonic() + 0.05
+                try:
+                    for item in it:
+                        chunk.append(impl.check_item(item, key))
+                        if len(chunk) >= chunk_size or time.monotonic() > until:
+                            break
+                except Exception as exc:  # noqa: BLE001 - raised once what came before it is sent
+                    failure = exc
+                if not chunk and failure is None:
+                    break
+                outcomes, failure = self._loop.run(_feed(pipe, chunk, failure))
+                yield from outcomes
+            yield from self._loop.run(pipe.finish())
+        finally:
+            self._loop.run(pipe.close())
+        if failure is not None:
+            raise failure
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._loop.run(self._impl.publish_queues(topic))
@@ -417,5 +534,24 @@ class Producer(SyncFacade[AsyncProducer]):
         self.close()
 
 
-__all__ = ["AsyncProducer", "BrokerError", "Producer", "SendResult", "build_batch_request",
-           "build_send_request", "select_by_key", "validate_message"]
+async def _open_pipeline(impl: AsyncProducer, max_in_flight: int, max_batch: int,
+                         stop_on_error: bool) -> SendPipeline:
+    return impl.pipeline(max_in_flight=max_in_flight, max_batch=max_batch, stop_on_error=stop_on_error)
+
+
+async def _feed(pipe: SendPipeline, chunk: list[tuple[Message, str | None]],
+                failure: BaseException | None) -> tuple[list[SendOutcome], BaseException | None]:
+    """Put a chunk (waiting for room); the outcomes ready so far, and the error that ended the chunk."""
+    offer = pipe.offer
+    for msg, key in chunk:
+        try:
+            if not offer(msg, key):
+                await pipe.put(msg, key)
+        except ConfigError as exc:
+            failure = exc
+            break
+    return pipe.take(), failure
+
+
+__all__ = ["AsyncProducer", "BrokerError", "Producer", "SendAbortedError", "SendOutcome", "SendResult",
+           "build_batch_request", "build_send_request", "select_by_key", "validate_message"]

@@ -14,6 +14,7 @@ import itertools
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from ..errors import (
     ClientStateError,
@@ -38,6 +39,18 @@ def next_opaque() -> int:
     return next(_opaque) & 0x7FFFFFFF
 
 
+class ResponseSink(Protocol):
+    """Where the answer to one request goes: an asyncio Future, or any object with these three
+    methods. The connection calls them from its read path (or `connection_lost`) and only while
+    ``done()`` is false; they must not raise."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: RemotingCommand, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
 class RemotingProtocol(asyncio.BufferedProtocol):
     """One TCP connection speaking remoting frames in both directions."""
 
@@ -53,7 +66,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer: str = ""
         self._frames = FrameBuffer()
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._pending: dict[int, ResponseSink] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._close_cause: BaseException | None = None
@@ -196,6 +209,10 @@ class RemotingProtocol(asyncio.BufferedProtocol):
     def _start(self, opaque: int, frame: bytes) -> asyncio.Future[RemotingCommand]:
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = fut
+        self._queue_frame(frame)
+        return fut
+
+    def _queue_frame(self, frame: bytes) -> None:
         # Requests started in one loop iteration (pull loops woken by one read) go out in a
         # single write at the start of the next iteration: one send() instead of several.
         if self._batched is None:
@@ -203,7 +220,40 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             self._loop.call_soon(self._write_batched)
         else:
             self._batched.append(frame)
-        return fut
+
+    def send_encoded(self, opaque: int, frame: bytes, sink: ResponseSink, *, coalesce: bool = True) -> None:
+        """Write a request the caller rendered with ``opaque`` (from `next_opaque`); its answer goes
+        to ``sink``, with no timer (the caller bounds the wait and calls `forget`).
+
+        ``coalesce``: written with the other frames of this loop iteration at the start of the next
+        one (pipelined sends), else at once. Only for unsigned connections (see `send_command`).
+        Raises ConnectionClosedError, having written nothing, when the connection is closed.
+        """
+        if self.rpc_hook is not None:
+            raise ClientStateError("a connection with an rpc_hook needs send_command()")
+        if self.is_closed:
+            raise ConnectionClosedError(f"connection {self.name or self.peer} is closed")
+        self._pending[opaque] = sink
+        self._write(frame, coalesce)
+
+    def send_command(self, cmd: RemotingCommand, sink: ResponseSink, *, coalesce: bool = True) -> int:
+        """`send_encoded` for a command (signed by the rpc_hook if there is one); returns its opaque."""
+        if self.is_closed:
+            raise ConnectionClosedError(f"connection {self.name or self.peer} is closed")
+        cmd.opaque = next_opaque()
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
+        frame = cmd.encode()
+        self._pending[cmd.opaque] = sink
+        self._write(frame, coalesce)
+        return cmd.opaque
+
+    def _write(self, frame: bytes, coalesce: bool) -> None:
+        if coalesce or self._batched is not None:  # behind frames already queued: writes keep their order
+            self._queue_frame(frame)
+        else:
+            assert self.transport is not None
+            self.transport.write(frame)
 
     def _write_batched(self) -> None:
         frames, self._batched = self._batched, None
@@ -310,6 +360,11 @@ class ConnectionPool:
     async def oneway(self, addr: str, cmd: RemotingCommand) -> None:
         conn = await self.get(addr)
         conn.oneway(cmd)
+
+    def live(self, addr: str) -> RemotingProtocol | None:
+        """The open connection to ``addr``, or None (never connects: for synchronous hot paths)."""
+        conn = self._conns.get(addr)
+        return conn if conn is not None and not conn.is_closed else None
 
     def connections(self) -> dict[str, RemotingProtocol]:
         return {a: c for a, c in self._conns.items() if not c.is_closed}
