@@ -11,14 +11,16 @@ import argparse
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from ..client.admin import Admin
 from ..client.config import ClientConfig, env_client_options
-from ..client.errors import ConfigError
+from ..client.errors import ConfigError, RocketMQError
 from ..client.lag import format_table
 from ..client.message import Message
-from ..client.producer import Producer, SendResult
+from ..client.pipeline import MAX_BATCH, MAX_IN_FLIGHT
+from ..client.producer import Producer, SendAbortedError, SendResult
 
 
 def client_config(args: argparse.Namespace) -> ClientConfig:
@@ -61,36 +63,63 @@ def make_body(i: int, size: int) -> bytes:
 # -- produce --------------------------------------------------------------------------------
 
 def run_produce(args: argparse.Namespace) -> int:
+    """Send ``--count`` messages pipelined (``--max-in-flight`` requests, up to ``--batch`` messages each).
+
+    Every message has its own result; the summary counts them per queue. A failure stops the run:
+    the summary (with ``failed`` and ``not_sent``) is printed, then the error (exit 2).
+    """
     count = _positive("--count", args.count)
     batch = _positive("--batch", args.batch)
+    in_flight = _positive("--max-in-flight", args.max_in_flight)
+    for name, value, top in (("--batch", batch, MAX_BATCH), ("--max-in-flight", in_flight, MAX_IN_FLIGHT)):
+        if value > top:
+            raise ConfigError(name, f"must be <= {top}, got {value}")
     size = _positive("--size", args.size, 0)
     props = parse_properties(args.property)
     cfg = client_config(args)
+    topic, tag, keys = args.topic, args.tag, args.keys
+
+    def messages() -> Iterator[Message]:
+        for i in range(count):
+            yield Message(topic, make_body(i, size), tags=tag, keys=keys, properties=props)
+
     started = time.monotonic()
-    results: list[SendResult] = []
-    sent = 0
-    with Producer(cfg, args.group) as producer:
-        while sent < count:
-            n = min(batch, count - sent)
-            msgs = [Message(args.topic, make_body(sent + j, size), tags=args.tag, keys=args.keys,
-                            properties=props) for j in range(n)]
-            if n == 1 and batch == 1:
-                results.append(producer.send(msgs[0], key=args.key))
-            else:
-                results.append(producer.send_batch(msgs, key=args.key))
-            sent += n
-    elapsed = time.monotonic() - started
-    ids = [i for r in results for i in r.msg_ids]
     per_queue: Counter[str] = Counter()
-    for r in results:
-        per_queue[f"{r.queue.broker_name}:{r.queue.queue_id}"] += len(r.msg_ids)
-    data = {"topic": args.topic, "sent": sent, "requests": len(results),
-            "queues": dict(sorted(per_queue.items())), "first_msg_id": ids[0], "last_msg_id": ids[-1],
-            "seconds": round(elapsed, 3), "msgs_per_sec": round(sent / elapsed, 1) if elapsed > 0 else None}
-    text = (f"sent {sent} message(s) to {args.topic} in {len(results)} request(s), {elapsed:.2f}s\n"
+    requests: set[int] = set()
+    first: SendResult | None = None
+    last: SendResult | None = None
+    sent = failed = not_sent = 0
+    error: RocketMQError | None = None
+    with Producer(cfg, args.group) as producer:
+        for outcome in producer.send_many(messages(), key=args.key, max_in_flight=in_flight, max_batch=batch):
+            r = outcome.result
+            if r is None:
+                if isinstance(outcome.error, SendAbortedError):
+                    not_sent += 1
+                else:
+                    failed += 1
+                    error = error or outcome.error
+                continue
+            sent += 1
+            first = first or r
+            last = r
+            per_queue[f"{r.queue.broker_name}:{r.queue.queue_id}"] += 1
+            if outcome.request is not None:
+                requests.add(outcome.request)
+    elapsed = time.monotonic() - started
+    data: dict[str, Any] = {
+        "topic": topic, "sent": sent, "failed": failed, "not_sent": not_sent, "requests": len(requests),
+        "queues": dict(sorted(per_queue.items())), "first_msg_id": first.msg_id if first else None,
+        "last_msg_id": last.msg_id if last else None, "seconds": round(elapsed, 3),
+        "msgs_per_sec": round(sent / elapsed, 1) if elapsed > 0 else None}
+    text = (f"sent {sent} message(s) to {topic} in {len(requests)} request(s), {elapsed:.2f}s\n"
             f"queues: " + ", ".join(f"{q}={n}" for q, n in sorted(per_queue.items())) + "\n"
-            f"first msg id: {ids[0]}\nlast msg id:  {ids[-1]}")
+            f"first msg id: {data['first_msg_id']}\nlast msg id:  {data['last_msg_id']}")
+    if error is not None:
+        text += f"\nfailed: {failed}, not sent: {not_sent}"
     _emit(args, data, text)
+    if error is not None:
+        raise error
     return 0
 
 
@@ -133,8 +162,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tag", default=None, help="TAGS of every message")
     p.add_argument("--keys", default=None, help="KEYS of every message (space-separated)")
     p.add_argument("--property", action="append", metavar="K=V", help="user property (repeatable)")
-    p.add_argument("--batch", type=int, default=1, help="messages per SEND_BATCH_MESSAGE (default 1)")
-    p.add_argument("--key", default=None, help="choose the queue by hash of this key (ordered sends)")
+    p.add_argument("--batch", type=int, default=1,
+                   help="up to this many messages of one queue per request (SEND_BATCH_MESSAGE), each with its "
+                        "own result (default 1: a SEND_MESSAGE each)")
+    p.add_argument("--max-in-flight", type=int, default=64,
+                   help="requests awaiting their answer at once (default 64)")
+    p.add_argument("--key", default=None,
+                   help="choose the queue by hash of this key: stored in order, one request in flight")
     p.add_argument("--group", default="rocketmq_airflow_cli", help="producer group")
     p.set_defaults(func=run_produce)
 
