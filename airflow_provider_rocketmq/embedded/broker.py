@@ -241,7 +241,11 @@ class EmbeddedBroker:
                 if rule.action == "drop":
                     return None
                 if rule.seconds > 0:
-                    await asyncio.sleep(rule.seconds)
+                    self.faults.delay_started()
+                    try:
+                        await asyncio.sleep(rule.seconds)
+                    finally:
+                        self.faults.delay_ended()
             return resp
 
         return guarded

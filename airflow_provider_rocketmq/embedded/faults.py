@@ -116,6 +116,17 @@ class FaultInjector:
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
         self.offsets = OffsetFaults()
+        self.delayed = 0  # answers being held back by a delay rule right now
+        self.delayed_peak = 0  # the most held back at once (a client's requests in flight)
+
+    def delay_started(self) -> None:
+        with self._lock:
+            self.delayed += 1
+            self.delayed_peak = max(self.delayed_peak, self.delayed)
+
+    def delay_ended(self) -> None:
+        with self._lock:
+            self.delayed -= 1
 
     def add(self, rule: FaultRule) -> FaultRule:
         if rule.action not in ("delay", "drop", "respond"):
@@ -142,13 +153,19 @@ class FaultInjector:
     def flow_control(self, code: int | None, times: int | None = None) -> FaultRule:
         return self.respond(code, ResponseCode.FLOW_CONTROL, FLOW_CONTROL_REMARK, times)
 
+    def rules(self) -> list[FaultRule]:
+        """The rules still in force (a rule with ``times`` goes once it has been used up)."""
+        with self._lock:
+            return list(self._rules)
+
     def set_offset_faults(self, faults: OffsetFaults) -> None:
         self.offsets = faults
 
     def clear(self) -> None:
-        """Remove every rule and switch the offset faults off."""
+        """Remove every rule, switch the offset faults off and reset ``delayed_peak``."""
         with self._lock:
             self._rules.clear()
+            self.delayed_peak = self.delayed
         self.offsets = OffsetFaults()
 
     def take(self, code: int) -> FaultRule | None:
