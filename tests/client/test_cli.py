@@ -65,6 +65,27 @@ def test_topic_create_produce_and_lag(embedded_cluster: EmbeddedCluster,
     assert code == 0 and f"Diff Total: {12 - hw[q0]}" in out and "#Broker Offset" in out
 
 
+def test_produce_with_a_key_keeps_the_order_and_a_refused_message_exits_2(
+        embedded_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    ns = embedded_cluster.namesrv_addr
+    code, out, _ = _run(capsys, "produce", "--topic", "CliKey", "--count", "300", "--key", "order-7", "--batch", "16",
+                        "--max-in-flight", "4", "--namesrv", ns, "--json")
+    summary = json.loads(out)
+    assert code == 0 and summary["sent"] == 300 and len(summary["queues"]) == 1
+    assert summary["failed"] == summary["not_sent"] == 0 and 300 / 16 <= summary["requests"] < 300
+    stored = sorted(embedded_cluster.messages("CliKey"), key=lambda m: m.queue_offset)
+    assert [m.body for m in stored] == [make_body(i, 0) for i in range(300)]  # one queue, in order
+
+    embedded_cluster.brokers[0].settings.max_message_size = 100
+    code, out, err = _run(capsys, "produce", "--topic", "CliKey", "--count", "3", "--size", "101", "--namesrv", ns,
+                          "--json")
+    summary = json.loads(out)
+    assert code == 2 and err.startswith("error: broker error 13") and err.count("\n") == 1
+    assert summary["sent"] == 0 and summary["failed"] >= 1 and summary["failed"] + summary["not_sent"] == 3
+    assert summary["first_msg_id"] is None
+    assert len(embedded_cluster.messages("CliKey")) == 300
+
+
 def test_namesrv_from_environment(embedded_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NAMESRV_ADDR", embedded_cluster.namesrv_addr)
@@ -81,6 +102,9 @@ def test_namesrv_from_environment(embedded_cluster: EmbeddedCluster, capsys: pyt
     (["topic", "create", "--topic", "T", "--queues", "0"], "--queues"),
     (["lag"], "--group"),
     (["produce", "--topic", "T", "--count", "x"], "invalid int"),
+    (["produce", "--topic", "T", "--max-in-flight", "0"], "--max-in-flight"),
+    (["produce", "--topic", "T", "--max-in-flight", "4097"], "--max-in-flight"),
+    (["produce", "--topic", "T", "--batch", "1025"], "--batch"),
 ])
 def test_bad_input_is_one_line_error_exit_2(argv: list[str], needle: str,
                                             capsys: pytest.CaptureFixture[str]) -> None:

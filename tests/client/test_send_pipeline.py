@@ -175,6 +175,29 @@ def test_never_more_requests_in_flight_than_allowed(embedded_cluster: EmbeddedCl
     assert max(sum(1 for o in outcomes if o.request == r) for r in {o.request for o in outcomes}) <= max_batch
 
 
+def test_no_more_messages_accepted_than_fit_in_flight(embedded_cluster: EmbeddedCluster) -> None:
+    """``max_in_flight * max_batch`` messages accepted and unanswered at most: the source is read no further."""
+    cluster = embedded_cluster
+    cluster.create_topic("PipeRoom", 2)
+    cluster.delay_responses(SEND_BATCH, 0.3)
+
+    async def go() -> tuple[list[bool], int]:
+        async with AsyncProducer(ClientConfig(namesrv_addr=cluster.namesrv_addr), "pipe_room") as p:
+            await p.publish_queues("PipeRoom")
+            pipe = p.pipeline(max_in_flight=2, max_batch=3)
+            await pipe.put(Message("PipeRoom", "first"))  # loads the route
+            taken = [pipe.offer(Message("PipeRoom", f"m{i}")) for i in range(6)]
+            outstanding = pipe.outstanding
+            await pipe.put(Message("PipeRoom", "waits for room"))
+            outcomes = await pipe.finish()
+            await pipe.close()
+            assert len(outcomes) == 7 and all(o.ok for o in outcomes)  # first, five taken, the waiting one
+            return taken, outstanding
+
+    taken, outstanding = asyncio.run(go())
+    assert taken == [True] * 5 + [False] and outstanding == 6
+
+
 # -- failures ----------------------------------------------------------------------------------
 
 def test_first_failure_stops_the_run(embedded_cluster: EmbeddedCluster) -> None:
