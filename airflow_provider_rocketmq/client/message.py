@@ -101,7 +101,7 @@ def tags_code(tags: str | None) -> int:
 
 def properties_to_string(props: Mapping[str, str]) -> str:
     """``k\\x01v\\x02...`` without the trailing separator (4.9.4+ form)."""
-    return PROPERTY_SEP.join(f"{k}{NAME_VALUE_SEP}{v}" for k, v in props.items() if k and v is not None)
+    return PROPERTY_SEP.join([f"{k}{NAME_VALUE_SEP}{v}" for k, v in props.items() if k and v is not None])
 
 
 def string_to_properties(text: str) -> dict[str, str]:

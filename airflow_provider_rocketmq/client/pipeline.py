@@ -55,7 +55,15 @@ from .errors import (
     RocketMQError,
     RouteNotFoundError,
 )
-from .message import MAX_PROPERTIES_LEN, PROPERTY_WAIT, Message, properties_to_string
+from .message import (
+    MAX_PROPERTIES_LEN,
+    PROPERTY_DELAY,
+    PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
+    Message,
+    new_uniq_id,
+    properties_to_string,
+)
 from .queue import MessageQueue
 from .remoting.codes import RequestCode
 from .remoting.command import RemotingCommand
@@ -65,9 +73,7 @@ from .send_wire import (
     DEFAULT_TOPIC_QUEUE_NUMS,
     NotSentError,
     SendResult,
-    batchable,
     build_send_request,
-    prepared,
     select_by_key,
     send_result,
 )
@@ -139,14 +145,23 @@ class PipelineOptions:
 
 
 class _Item:
-    __slots__ = ("msg", "props", "sent", "seq", "uniq")
+    __slots__ = ("alone", "msg", "props", "seq", "text", "uniq")
 
-    def __init__(self, seq: int, msg: Message, sent: Message, uniq: str, props: str) -> None:
+    def __init__(self, seq: int, msg: Message, props: dict[str, str], uniq: str, text: str, alone: bool) -> None:
         self.seq = seq
-        self.msg = msg  # what the caller put (its outcome names it)
-        self.sent = sent  # the copy with UNIQ_KEY and WAIT
+        self.msg = msg  # what the caller put (its outcome names it); body, flag and topic go on the wire
+        self.props = props  # the properties sent: the message's, with UNIQ_KEY and WAIT
         self.uniq = uniq
-        self.props = props  # the properties text on the wire
+        self.text = text  # `props` as the wire writes them
+        self.alone = alone  # never in a batch (see `batchable`)
+
+    @property
+    def sent(self) -> Message:
+        """The message as sent (for the builders of the signed and the retry paths)."""
+        copy = Message.__new__(Message)
+        msg = self.msg
+        copy.topic, copy.body, copy.flag, copy.properties = msg.topic, msg.body, msg.flag, dict(self.props)
+        return copy
 
 
 class _Lane:
@@ -211,6 +226,7 @@ class SendPipeline:
         self._max_in_flight = opt.max_in_flight
         self._max_batch = opt.max_batch
         self._capacity = opt.capacity
+        self._compress_over = producer.compress_over
         self._queues: dict[str, list[MessageQueue]] = {}
         self._seq = 0
         self._emit = 0  # the next index to hand out
@@ -254,13 +270,25 @@ class SendPipeline:
         queues = self._queues.get(msg.topic)
         if queues is None:
             return False
-        sent, uniq = prepared(msg)
-        props = sent.properties
-        text = properties_to_string(props)
-        if len(text) * 4 > MAX_PROPERTIES_LEN and len(text.encode("utf-8")) > MAX_PROPERTIES_LEN:
-            raise ConfigError("properties", f"encoded properties exceed {MAX_PROPERTIES_LEN} bytes")
+        props = msg.properties
+        if props:  # what `prepared` does, without the copy of the message
+            wire = dict(props)
+            uniq = wire.get(PROPERTY_UNIQ_KEY) or new_uniq_id()
+            wire[PROPERTY_UNIQ_KEY] = uniq
+            wire.setdefault(PROPERTY_WAIT, "true")
+            text = properties_to_string(wire)
+            if len(text) * 4 > MAX_PROPERTIES_LEN and len(text.encode("utf-8")) > MAX_PROPERTIES_LEN:
+                raise ConfigError("properties", f"encoded properties exceed {MAX_PROPERTIES_LEN} bytes")
+            alone = len(msg.body) >= self._compress_over or bool(wire.get(PROPERTY_DELAY))
+        else:
+            uniq = new_uniq_id()
+            wire = {PROPERTY_UNIQ_KEY: uniq, PROPERTY_WAIT: "true"}
+            text = f"{PROPERTY_UNIQ_KEY}\x01{uniq}\x02{PROPERTY_WAIT}\x01true"
+            alone = len(msg.body) >= self._compress_over
+        if msg.topic.startswith(RETRY_PREFIX):
+            alone = True
         self._seq = seq + 1
-        item = _Item(seq, msg, sent, uniq, text)
+        item = _Item(seq, msg, wire, uniq, text, alone)
         self._outstanding += 1
         if key is None:
             self._unkeyed.append(item)
@@ -401,19 +429,18 @@ class SendPipeline:
     # -- internals: sending -----------------------------------------------------------------------
     def _take(self, pending: deque[_Item]) -> list[_Item]:
         first = pending.popleft()
-        if self._max_batch == 1 or not pending or not batchable(first.sent, self._p.compress_over):
+        if self._max_batch == 1 or not pending or first.alone:
             return [first]
         items = [first]
-        topic = first.sent.topic
-        size = 24 + len(first.sent.body) + len(first.props) * 4  # properties at their UTF-8 maximum
-        limit = self._p.max_message_size
-        while pending and len(items) < self._max_batch:
+        append, popleft, max_batch, limit = items.append, pending.popleft, self._max_batch, self._p.max_message_size
+        topic = first.msg.topic
+        size = 24 + len(first.msg.body) + len(first.text) * 4  # properties at their UTF-8 maximum
+        while pending and len(items) < max_batch:
             nxt = pending[0]
-            sent = nxt.sent
-            grow = 24 + len(sent.body) + len(nxt.props) * 4
-            if sent.topic != topic or not batchable(sent, self._p.compress_over) or size + grow > limit:
+            grow = 24 + len(nxt.msg.body) + len(nxt.text) * 4
+            if nxt.alone or nxt.msg.topic != topic or size + grow > limit:
                 break
-            items.append(pending.popleft())
+            append(popleft())
             size += grow
         return items
 
@@ -428,7 +455,7 @@ class SendPipeline:
                 self._dispatch(_Request(self, self._take(lane.pending), lane.mq, lane))
             elif self._unkeyed:
                 items = self._take(self._unkeyed)
-                queues = self._queues[items[0].sent.topic]
+                queues = self._queues[items[0].msg.topic]
                 self._dispatch(_Request(self, items, queues[next(self._p._counter) % len(queues)], None))
             else:
                 break
@@ -490,12 +517,14 @@ class SendPipeline:
         items = req.items
         if len(items) == 1:
             return build_send_request(items[0].sent, req.mq, self._group, compress_over=self._p.compress_over)
-        parts = []
+        parts: list[bytes] = []
+        extend = parts.extend
         for item in items:  # encode_batch, with the properties text already made
-            body = item.sent.body
-            pbytes = item.props.encode()
-            parts.append(b"".join((_ITEM_HEAD.pack(22 + len(body) + len(pbytes), 0, 0, item.sent.flag, len(body)),
-                                   body, _H.pack(len(pbytes)), pbytes)))
+            msg = item.msg
+            body = msg.body
+            pbytes = item.text.encode()
+            extend((_ITEM_HEAD.pack(22 + len(body) + len(pbytes), 0, 0, msg.flag, len(body)), body,
+                    _H.pack(len(pbytes)), pbytes))
         mq = req.mq
         ext = {"a": self._group, "b": mq.topic, "c": DEFAULT_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS,
                "e": mq.queue_id, "f": 0, "g": int(time.time() * 1000), "h": 0, "i": f"{PROPERTY_WAIT}\x01true",
@@ -510,7 +539,7 @@ class SendPipeline:
             if len(req.items) == 1 and not self._signed and not req.mq.topic.startswith(RETRY_PREFIX):
                 item = req.items[0]
                 opaque = next_opaque()
-                frame = self._p.renderer.frame(item.sent, req.mq, opaque, int(time.time() * 1000), item.props)
+                frame = self._p.renderer.frame(item.msg, req.mq, opaque, int(time.time() * 1000), item.text)
                 conn.send_encoded(opaque, frame, req)
             else:
                 opaque = conn.send_command(self._command(req), req)

@@ -49,6 +49,8 @@ def to_send_item(topic: str, item: Any, index: int) -> tuple[Message, str | None
     (``keys``: a string or a list of strings, ``properties``: a mapping of strings, ``key``: a
     string; messages with the same ``key`` go to one queue in the order they were yielded).
     """
+    if item.__class__ is bytes or item.__class__ is str:  # the common case first
+        return Message(topic, item), None
     field = f"producer_function[{index}]"
     if isinstance(item, Message):
         if item.topic != topic:

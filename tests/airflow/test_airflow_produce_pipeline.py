@@ -77,7 +77,7 @@ def test_bad_pipeline_settings_fail_when_the_dag_is_parsed() -> None:
     for kwargs, field in (({"max_in_flight": 0}, "max_in_flight"), ({"max_batch": 5000}, "max_batch"),
                           ({"max_in_flight": "64"}, "max_in_flight")):
         with pytest.raises(ConfigError) as info:
-            RocketMQProduceOperator(task_id="p", topic="t", producer_function=lambda: [], **kwargs)
+            RocketMQProduceOperator(task_id="p", topic="t", producer_function=list, **kwargs)
         assert info.value.field == field
 
 

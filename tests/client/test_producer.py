@@ -34,6 +34,7 @@ from airflow_provider_rocketmq.client.remoting import connection
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol
+from airflow_provider_rocketmq.client.send_wire import prepare_batch
 
 from .peer import ScriptedPeer, route_body
 
@@ -326,3 +327,27 @@ def test_sync_producer_facade() -> None:
         loop.call_soon_threadsafe(loop.stop)
         t.join(5)
         loop.close()
+
+
+async def test_pipelined_batches_are_the_frames_send_batch_builds(cluster: Brokers) -> None:
+    msgs = [Message("T", f"b{i}", tags="TagA", keys=f"k{i}", properties={"n": str(i)}) for i in range(7)]
+    async with AsyncProducer(cluster.config(), "pg") as p:
+        outcomes = [o async for o in p.send_many(msgs, max_batch=3, max_in_flight=1)]
+    assert all(o.ok for o in outcomes) and [o.message for o in outcomes] == msgs
+    ids = iter(o.result.msg_id for o in outcomes if o.result is not None)
+    for _, ext, body in cluster.stored:
+        n = len(decode_batch(body)) if ext["m"] == "true" else 1
+        chunk = [msgs.pop(0) for _ in range(n)]
+        uniq = [next(ids) for _ in range(n)]
+        copies = []
+        for m, u in zip(chunk, uniq):
+            c = Message(m.topic, m.body, flag=m.flag)
+            c.properties = {**m.properties, "UNIQ_KEY": u}
+            copies.append(c)
+        mq = MessageQueue("T", ext["n"], int(ext["e"]))
+        if n == 1:
+            ref = build_send_request(copies[0], mq, "pg", born_timestamp=int(ext["g"]))
+        else:
+            ref = build_batch_request(prepare_batch(copies), mq, "pg", born_timestamp=int(ext["g"]))
+        assert ref.ext == ext and (ref.body or b"") == body
+    assert msgs == []

@@ -231,8 +231,7 @@ def test_a_bad_item_or_a_failing_source_ends_the_run_after_what_came_before(
     seen: list[SendOutcome] = []
     with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr), "pipe_source") as p:
         with pytest.raises(LookupError, match="no more rows"):
-            for o in p.send_many(source(LookupError("no more rows"))):
-                seen.append(o)
+            seen.extend(p.send_many(source(LookupError("no more rows"))))
         assert len(seen) == 7 and all(o.ok for o in seen)
         bad = [Message("PipeSource", "fine"), Message("PipeSource", b"")]
         with pytest.raises(ConfigError) as info:

@@ -1,0 +1,139 @@
+"""Produce throughput: the produce operator's pipelined path and a single synchronous `Producer.send`.
+
+Starts the embedded broker in a *separate process* (so client CPU is measured alone) unless
+``--namesrv`` is given (any broker, e.g. a real 4.9.7), creates the topic with 8 queues, then for
+three runs prints msgs/s and client CPU-microseconds per message (this process's CPU time: the
+calling thread and the producer's loop thread) for 100-byte messages:
+  (a) RocketMQProduceOperator.execute, default settings (64 requests in flight, up to 32 messages
+      of one queue per request, a result per message counted into its summary),
+  (b) the same with max_batch=1 (a SEND_MESSAGE_V2 per message, 64 in flight),
+  (c) the same as (a) with 100 ordering keys (one request in flight per queue),
+  (d) Producer.send, one message at a time from one thread (the synchronous facade's fast path),
+and then, over the runs, issue 23's targets: (a) >= 50,000 msgs/s and (d) <= 150 CPU-us per message
+(how many runs met each, and the medians).
+
+    .venv/bin/python bench/produce_throughput.py                       # embedded broker
+    .venv/bin/python bench/produce_throughput.py --namesrv 127.0.0.1:9876
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="rmq-bench-airflow-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+from airflow_provider_rocketmq.client.admin import Admin
+from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.message import Message
+from airflow_provider_rocketmq.client.producer import Producer
+from bench._broker import start_broker
+
+BODY = b"x" * 100
+CONN_ID = "rocketmq_bench"
+RATE_TARGET = 50_000.0  # issue 23: the operator path, msgs/s
+CPU_TARGET = 150.0  # issue 23: a single synchronous Producer.send, client CPU-us per message
+
+
+def measure(fn: Callable[[], int]) -> tuple[float, float]:
+    """(msgs/s, client CPU-us per message) of ``fn``, which returns how many messages it sent."""
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    n = fn()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return n / wall, cpu / n * 1e6
+
+
+def operator_path(topic: str, n: int, *, max_batch: int = 32, keys: int = 0) -> Callable[[], int]:
+    from airflow_provider_rocketmq.operators.produce import RocketMQProduceOperator
+
+    def rows() -> Iterator[object]:
+        if keys:
+            names = [f"key-{k}" for k in range(keys)]
+            for i in range(n):
+                yield (BODY, None, None, None, names[i % keys])
+        else:
+            for _ in range(n):
+                yield BODY
+
+    op = RocketMQProduceOperator(task_id="bench", topic=topic, producer_function=rows, rocketmq_conn_id=CONN_ID,
+                                 max_batch=max_batch)
+
+    def run() -> int:
+        out = op.execute({})
+        assert out["messages"] == n, out
+        return n
+    return run
+
+
+def single_sends(producer: Producer, topic: str, n: int) -> Callable[[], int]:
+    def run() -> int:
+        for _ in range(n):
+            producer.send(Message(topic, BODY))
+        return n
+    return run
+
+
+def verdict(runs: list[dict[str, tuple[float, float]]]) -> list[str]:
+    """Issue 23's targets over the runs, as printed lines; ``runs[i][mode] = (msgs/s, CPU-us/msg)``."""
+    rates = [r["a"][0] for r in runs]
+    cpus = [r["d"][1] for r in runs]
+    return [
+        (f"target (a) >= {RATE_TARGET:,.0f} msgs/s: met in {sum(x >= RATE_TARGET for x in rates)} of {len(runs)}"
+         f" runs (median {statistics.median(rates):,.0f})"),
+        (f"target (d) <= {CPU_TARGET:.0f} CPU-us/msg: met in {sum(c <= CPU_TARGET for c in cpus)} of {len(runs)}"
+         f" runs (median {statistics.median(cpus):.1f})"),
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--namesrv", help="use this name server instead of starting the embedded broker")
+    ap.add_argument("--topic", default="BenchProduce100B")
+    ap.add_argument("--messages", type=int, default=200_000, help="messages per operator run (a), (c)")
+    ap.add_argument("--single-batch-messages", type=int, default=100_000, help="messages per run of (b)")
+    ap.add_argument("--sync-messages", type=int, default=20_000, help="messages per run of (d)")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    proc = None
+    namesrv = args.namesrv
+    if namesrv is None:
+        proc, namesrv = start_broker(args.topic)
+    try:
+        cfg = ClientConfig(namesrv_addr=namesrv)
+        with Admin(cfg) as admin:
+            admin.create_topic(args.topic, 8)
+        os.environ[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = json.dumps({"conn_type": "rocketmq", "host": namesrv})
+        modes = {
+            "a": ("(a) operator, defaults", operator_path(args.topic, args.messages)),
+            "b": ("(b) operator, max_batch=1", operator_path(args.topic, args.single_batch_messages, max_batch=1)),
+            "c": ("(c) operator, 100 keys", operator_path(args.topic, args.messages, keys=100)),
+        }
+        with Producer(cfg, "bench_sync_producer") as producer:
+            producer.send(Message(args.topic, BODY))  # route and connection in place: the fast path
+            modes["d"] = ("(d) Producer.send, 1 thread", single_sends(producer, args.topic, args.sync_messages))
+            print(f"{'run':>3} {'mode':<30} {'msgs/s':>10} {'CPU-us/msg':>11}", flush=True)
+            runs: list[dict[str, tuple[float, float]]] = []
+            for run in range(1, args.runs + 1):
+                runs.append({})
+                for mode, (label, fn) in modes.items():
+                    rate, cpu = measure(fn)
+                    runs[-1][mode] = (rate, cpu)
+                    print(f"{run:>3} {label:<30} {rate:>10,.0f} {cpu:>11.1f}", flush=True)
+        for line in verdict(runs):
+            print(line)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
