@@ -35,6 +35,7 @@ from typing import Any
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from .config import DEFAULT_TOPIC, RETRY_PREFIX, ClientConfig
+from .direct_send import DirectSender
 from .errors import (
     BrokerError,
     ClientStateError,
@@ -334,8 +335,8 @@ class AsyncProducer(ClientFacade):
 
     # -- the synchronous facade's fast path -------------------------------------------------
     def fast_plan(self, msg: Message, queue: MessageQueue | None, key: str | None) -> _FastSend | None:
-        """Validate ``msg`` and, when its route and its broker's open connection are cached, render
-        its first attempt without I/O (from any thread); None: take `send`."""
+        """Validate ``msg`` and, when its route and its broker's address are cached, render its first
+        attempt without I/O (from any thread); None: take `send`."""
         validate_message(msg, self.max_message_size)
         if self._closed:
             raise ClientStateError("producer is closed")
@@ -355,17 +356,15 @@ class AsyncProducer(ClientFacade):
             addr = client.broker_addr(mq.broker_name, MASTER_ID, exact=True)
         except RouteNotFoundError:
             return None
-        conn = client.pool.live(addr)
-        if conn is None:
-            return None
         sent, uniq = prepared(msg)
         opaque = next_opaque()
         frame = self.renderer.frame(sent, mq, opaque, int(time.time() * 1000))
-        return _FastSend(conn, addr, mq, opaque, frame, sent, uniq)
+        return _FastSend(client.pool.live(addr), addr, mq, opaque, frame, sent, uniq)
 
-    async def resend(self, fast: _FastSend, queue: MessageQueue | None, key: str | None,
-                     failed: NotSentError) -> SendResult:
-        """The later attempts of a fast-path send the broker did not store."""
+    async def send_planned(self, fast: _FastSend, queue: MessageQueue | None, key: str | None,
+                           failed: NotSentError | None) -> SendResult:
+        """`send` of a message `fast_plan` prepared: the attempts after ``failed`` (which the broker
+        did not store), or all of them; the UNIQ_KEY stays the same."""
         group, compress_over = self.client.ns(self.group), self.compress_over
 
         def build(mq: MessageQueue) -> RemotingCommand:
@@ -379,7 +378,7 @@ class _FastSend:
 
     __slots__ = ("_lock", "addr", "conn", "error", "frame", "mq", "opaque", "response", "sent", "uniq")
 
-    def __init__(self, conn: RemotingProtocol, addr: str, mq: MessageQueue, opaque: int, frame: bytes,
+    def __init__(self, conn: RemotingProtocol | None, addr: str, mq: MessageQueue, opaque: int, frame: bytes,
                  sent: Message, uniq: str) -> None:
         self.conn, self.addr, self.mq, self.opaque, self.frame, self.sent, self.uniq = \
             conn, addr, mq, opaque, frame, sent, uniq
@@ -390,6 +389,7 @@ class _FastSend:
 
     def start(self) -> None:
         """On the loop thread: write the frame (nothing written if the connection closed meanwhile)."""
+        assert self.conn is not None
         try:
             self.conn.send_encoded(self.opaque, self.frame, self, coalesce=False)
         except ConnectionClosedError as exc:
@@ -434,6 +434,8 @@ class Producer(SyncFacade[AsyncProducer]):
         cfg = (config or ClientConfig()).validate()
         super().__init__("rocketmq-producer", lambda: AsyncProducer(cfg, group, **options))
         self._started = False
+        # TLS and signed (ACL) requests stay on the loop thread's connections
+        self._direct = None if cfg.use_tls or cfg.acl_enabled else DirectSender(cfg.request_timeout)
 
     @property
     def group(self) -> str:
@@ -447,34 +449,54 @@ class Producer(SyncFacade[AsyncProducer]):
 
     def send(self, msg: Message, queue: MessageQueue | None = None, key: str | None = None,
              timeout: float | None = None) -> SendResult:
-        """Send one message and wait for its result (``timeout``: the whole send, retries included)."""
+        """Send one message and wait for its result (``timeout``: the whole send, retries included).
+
+        Once the topic's route is cached, the first attempt is rendered in this thread and goes out
+        on this producer's blocking socket to the broker (`DirectSender`), or through the loop
+        thread when another thread is using that socket; retries go through the loop thread.
+        """
         self.start()
         impl = self._impl
         fast = impl.fast_plan(msg, queue, key)
         if fast is None:
             return self._call(impl.send(msg, queue, key), timeout, "send")
-        if not self._loop.is_alive:
-            raise ClientStateError("Producer is closed")
         started = time.monotonic()
         budget = impl.attempt_timeout if timeout is None else min(impl.attempt_timeout, timeout)
-        self._loop.loop.call_soon_threadsafe(fast.start)
-        if not fast.wait(budget):
-            self._loop.loop.call_soon_threadsafe(fast.conn.forget, fast.opaque)
-            if timeout is not None and timeout <= impl.attempt_timeout:
-                raise RequestTimeoutError(f"send did not finish within {timeout}s")
-            raise RequestTimeoutError(f"no response to code 310 from {fast.addr} within {budget:.3f}s")
         try:
-            if fast.error is not None:
-                raise fast.error
-            assert fast.response is not None
-            return send_result(fast.response, fast.mq, fast.uniq, fast.addr)
+            try:
+                resp = None
+                if self._direct is not None:
+                    resp = self._direct.exchange(fast.addr, fast.mq.broker_name, fast.opaque, fast.frame, budget)
+                if resp is None:
+                    resp = self._through_loop(fast, budget)
+                if resp is None:  # no connection open yet: the loop opens one
+                    return self._call(impl.send_planned(fast, queue, key, None), timeout, "send")
+            except RequestTimeoutError:
+                if timeout is not None and timeout <= impl.attempt_timeout:
+                    raise RequestTimeoutError(f"send did not finish within {timeout}s") from None
+                raise
+            return send_result(resp, fast.mq, fast.uniq, fast.addr)
         except NotSentError as exc:
             exc.queue = fast.mq
             impl._log_not_sent(exc, 1)
             if not impl.retry_times:
                 raise exc.cause from None
             left = None if timeout is None else max(timeout - (time.monotonic() - started), 0.001)
-            return self._call(impl.resend(fast, queue, key, exc), left, "send")
+            return self._call(impl.send_planned(fast, queue, key, exc), left, "send")
+
+    def _through_loop(self, fast: _FastSend, budget: float) -> RemotingCommand | None:
+        """The first attempt through the loop thread's connection (None: it has none open)."""
+        if fast.conn is None:
+            return None
+        if not self._loop.is_alive:
+            raise ClientStateError("Producer is closed")
+        self._loop.loop.call_soon_threadsafe(fast.start)
+        if not fast.wait(budget):
+            self._loop.loop.call_soon_threadsafe(fast.conn.forget, fast.opaque)
+            raise RequestTimeoutError(f"no response to code 310 from {fast.addr} within {budget:.3f}s")
+        if fast.error is not None:
+            raise fast.error
+        return fast.response
 
     def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
                    key: str | None = None, timeout: float | None = None) -> SendResult:
@@ -522,6 +544,12 @@ class Producer(SyncFacade[AsyncProducer]):
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._loop.run(self._impl.publish_queues(topic))
+
+    def close(self) -> None:
+        """Close the blocking sockets, the async producer and its loop thread. Idempotent."""
+        if self._direct is not None:
+            self._direct.close()
+        super().close()
 
     def shutdown(self) -> None:
         """Same as close()."""

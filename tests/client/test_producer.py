@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 import zlib
 from typing import Any
 
@@ -311,7 +312,6 @@ async def test_retry_topic_moves_reconsume_properties_to_header() -> None:
 def test_sync_producer_facade() -> None:
     loop = asyncio.new_event_loop()
     cluster = loop.run_until_complete(Brokers().start(("broker-a",)))
-    import threading
     t = threading.Thread(target=loop.run_forever, daemon=True)
     t.start()
     try:
@@ -351,3 +351,36 @@ async def test_pipelined_batches_are_the_frames_send_batch_builds(cluster: Broke
             ref = build_batch_request(prepare_batch(copies), mq, "pg", born_timestamp=int(ext["g"]))
         assert ref.ext == ext and (ref.body or b"") == body
     assert msgs == []
+
+
+def test_sync_send_reconnects_after_the_broker_closed_an_idle_connection() -> None:
+    """A broker closes idle connections (FIN, as 4.x does after 120 s): the next synchronous send must
+    open a new one, not write into the closed one and report a lost answer."""
+    loop = asyncio.new_event_loop()
+    cluster = loop.run_until_complete(Brokers().start(("broker-a",)))
+    closed = threading.Event()
+    handler = cluster.brokers["broker-a"].handlers[SEND]
+
+    async def answer_then_close(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
+        resp = await handler(conn, cmd)
+        if len(cluster.stored) == 2:  # after the second message: a graceful close (FIN) of that connection
+            assert conn.transport is not None
+            loop.call_soon(conn.transport.close)  # after the answer is written
+            asyncio.ensure_future(conn.wait_closed()).add_done_callback(lambda _: closed.set())
+        return resp
+
+    cluster.brokers["broker-a"].handlers[SEND] = answer_then_close
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    try:
+        with Producer(cluster.config(), "idle_pg") as p:
+            first = [p.send(Message("T", f"m{i}")) for i in range(2)]
+            assert closed.wait(10)
+            third = p.send(Message("T", b"m2"))
+        assert [b for _, _, b in cluster.stored] == [b"m0", b"m1", b"m2"]
+        assert third.msg_id not in {r.msg_id for r in first}
+    finally:
+        asyncio.run_coroutine_threadsafe(cluster.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+        loop.close()

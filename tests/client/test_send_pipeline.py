@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -378,3 +379,26 @@ def test_a_batch_result_splits_into_one_per_message() -> None:
 def test_properties_of_a_send_are_what_the_message_carries() -> None:
     sent, uniq = prepared(Message("T", b"x", properties={"UNIQ_KEY": "FIXED", "WAIT": "false"}))
     assert uniq == "FIXED" and string_to_properties(SendFrameRenderer("g").properties(sent))["WAIT"] == "false"
+
+
+def test_sync_sends_from_several_threads_share_the_producer(embedded_cluster: EmbeddedCluster) -> None:
+    """One thread at a time uses the producer's blocking socket; the others go through its loop thread."""
+    cluster = embedded_cluster
+    cluster.create_topic("PipeThreads", 4)
+    results: dict[int, list[SendResult]] = {}
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr), "pipe_threads") as p:
+        p.send(Message("PipeThreads", "warm-up"))
+
+        def worker(n: int) -> None:
+            results[n] = [p.send(Message("PipeThreads", f"t{n}-{i}")) for i in range(100)]
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    stored = stored_by_position(cluster, "PipeThreads")
+    assert len(stored) == 401
+    for n, rs in results.items():
+        for i, r in enumerate(rs):
+            assert stored[(r.queue.broker_name, r.queue.queue_id, r.queue_offset)].body == f"t{n}-{i}".encode()
