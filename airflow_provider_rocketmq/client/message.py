@@ -574,6 +574,7 @@ class UniqIdGenerator:
                                                           id(self) & 0x7FFFFFFF)).decode().upper()
         self._lock = threading.Lock()
         self._counter = itertools.count(1)  # next() on it is atomic: no lock per id
+        self._head: tuple[int, str] = (-1, "")
         self._start = 0.0
         self._next = 0.0
         self._set_month()
@@ -594,7 +595,11 @@ class UniqIdGenerator:
                 if now >= self._next:
                     self._set_month()
         # Java writes (int)(now - start): the low 32 bits, which wrap after ~24.8 days
-        return f"{self._prefix}{int((now - self._start) * 1000) & 0xFFFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
+        ms = int((now - self._start) * 1000) & 0xFFFFFFFF
+        head = self._head  # (ms, prefix + time hex) as one tuple: threads never see half an update
+        if head[0] != ms:
+            head = self._head = (ms, f"{self._prefix}{ms:08X}")
+        return f"{head[1]}{next(self._counter) & 0xFFFF:04X}"
 
 
 _uniq = UniqIdGenerator()

@@ -11,6 +11,7 @@ from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
 from airflow_provider_rocketmq.client.message import Message
 from airflow_provider_rocketmq.client.pipeline import PipelineOptions
 from airflow_provider_rocketmq.client.producer import SendAbortedError, SendOutcome, SendResult
+from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 DEFAULT_PRODUCER_GROUP = "AIRFLOW_PRODUCER"
@@ -182,8 +183,8 @@ class _Tally:
         self.read = 0
         self.sent = self.failed = self.aborted = self.bytes = 0
         self.statuses: Counter[str] = Counter()
-        self.queues: Counter[str] = Counter()
-        self.requests: set[int] = set()
+        self._queues: Counter[MessageQueue] = Counter()
+        self.requests: set[int | None] = set()
         self.first: dict[str, Any] | None = None
         self.last: SendResult | None = None
         self.error: RocketMQError | None = None
@@ -201,9 +202,13 @@ class _Tally:
         self.sent += 1
         self.bytes += len(outcome.message.body)
         self.statuses[result.status] += 1
-        self.queues[f"{result.queue.broker_name}/{result.queue.queue_id}"] += 1
-        if outcome.request is not None:
-            self.requests.add(outcome.request)
+        self._queues[result.queue] += 1
+        self.requests.add(outcome.request)
         if self.first is None:
             self.first = result.to_dict()
         self.last = result
+
+    @property
+    def queues(self) -> dict[str, int]:
+        """Messages sent per ``"<broker>/<queue id>"``."""
+        return {f"{q.broker_name}/{q.queue_id}": n for q, n in self._queues.items()}
