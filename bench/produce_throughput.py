@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="rmq-bench-airflow-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # execute() outside a task runner warns each run
 
 from airflow_provider_rocketmq.client.admin import Admin
 from airflow_provider_rocketmq.client.config import ClientConfig
