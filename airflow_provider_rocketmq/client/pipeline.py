@@ -179,8 +179,7 @@ class _Lane:
 class _Request:
     """One SEND request; also the connection's sink for its answer (see `ResponseSink`)."""
 
-    __slots__ = ("addr", "attempts", "conn", "deadline", "finished", "items", "lane", "mq", "number", "opaque",
-                 "pipe")
+    __slots__ = ("addr", "conn", "deadline", "finished", "items", "lane", "mq", "number", "opaque", "pipe")
 
     def __init__(self, pipe: SendPipeline, items: list[_Item], mq: MessageQueue, lane: _Lane | None) -> None:
         self.pipe = pipe
@@ -189,7 +188,6 @@ class _Request:
         self.items = items
         self.mq = mq
         self.lane = lane
-        self.attempts = 1
         self.finished = False
         self.opaque = 0
         self.deadline = 0.0
