@@ -457,6 +457,8 @@ class Producer(SyncFacade[AsyncProducer]):
         """
         self.start()
         impl = self._impl
+        if self._loop.in_loop_thread:  # the answer could never arrive: the loop would be waiting for it
+            raise RuntimeError("Producer.send() called from the producer's own loop thread (would deadlock)")
         fast = impl.fast_plan(msg, queue, key)
         if fast is None:
             return self._call(impl.send(msg, queue, key), timeout, "send")

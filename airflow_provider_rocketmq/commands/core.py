@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -66,7 +67,7 @@ def run_produce(args: argparse.Namespace) -> int:
     """Send ``--count`` messages pipelined (``--max-in-flight`` requests, up to ``--batch`` messages each).
 
     Every message has its own result; the summary counts them per queue. A failure stops the run:
-    the summary (with ``failed`` and ``not_sent``) is printed, then the error (exit 2).
+    one ``error:`` line on stderr with the counts sent / failed / not sent, nothing on stdout, exit 2.
     """
     count = _positive("--count", args.count)
     batch = _positive("--batch", args.batch)
@@ -108,18 +109,19 @@ def run_produce(args: argparse.Namespace) -> int:
                 requests.add(outcome.request)
     elapsed = time.monotonic() - started
     data: dict[str, Any] = {
-        "topic": topic, "sent": sent, "failed": failed, "not_sent": not_sent, "requests": len(requests),
+        "topic": topic, "sent": sent, "requests": len(requests),
         "queues": dict(sorted(per_queue.items())), "first_msg_id": first.msg_id if first else None,
         "last_msg_id": last.msg_id if last else None, "seconds": round(elapsed, 3),
         "msgs_per_sec": round(sent / elapsed, 1) if elapsed > 0 else None}
     text = (f"sent {sent} message(s) to {topic} in {len(requests)} request(s), {elapsed:.2f}s\n"
             f"queues: " + ", ".join(f"{q}={n}" for q, n in sorted(per_queue.items())) + "\n"
             f"first msg id: {data['first_msg_id']}\nlast msg id:  {data['last_msg_id']}")
-    if error is not None:
-        text += f"\nfailed: {failed}, not sent: {not_sent}"
+    if error is not None:  # like every command's error: one line on stderr, nothing on stdout
+        reason = " ".join(str(error).split())
+        sys.stderr.write(f"error: {reason} ({sent} message(s) sent before it, {failed} failed, "
+                         f"{not_sent} not sent)\n")
+        return 2
     _emit(args, data, text)
-    if error is not None:
-        raise error
     return 0
 
 
