@@ -21,6 +21,7 @@ is cheap to be: properties are parsed on first access, bodies inflated once.
 from __future__ import annotations
 
 import binascii
+import functools
 import itertools
 import os
 import socket
@@ -122,6 +123,7 @@ def _host(ip: bytes, port: int) -> str:
     return f"[{socket.inet_ntop(socket.AF_INET6, ip)}]:{port}"
 
 
+@functools.lru_cache(maxsize=1024)  # a store writes the same few hosts into every record
 def _host_bytes(host: str) -> bytes:
     """``ip:port`` -> ip bytes + int32 port (IPv6 as ``[addr]:port``)."""
     ip, _, port = host.rpartition(":")
