@@ -91,8 +91,22 @@ class SendResult:
             raise ProtocolError(f"a batch of {n} message(s) got a result for {len(ids)}")
         if len(offset_ids) != n:  # the broker did not list one id per message: leave them unknown
             offset_ids = [""] * n
-        return [SendResult(ids[i], offset_ids[i], self.queue, self.queue_offset + i, self.status, self.region)
-                for i in range(n)]
+        queue, offset, status, region = self.queue, self.queue_offset, self.status, self.region
+        return [_result(ids[i], offset_ids[i], queue, offset + i, status, region) for i in range(n)]
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _result(msg_id: str, offset_msg_id: str, queue: MessageQueue, queue_offset: int, status: str,
+            region: str | None) -> SendResult:
+    """`SendResult(...)` without the frozen dataclass's six guarded setattr calls (one per message on the
+    pipelined path): the same object, fields in its ``__dict__``."""
+    r: SendResult = _new(SendResult)
+    _set(r, "__dict__", {"msg_id": msg_id, "offset_msg_id": offset_msg_id, "queue": queue,
+                         "queue_offset": queue_offset, "status": status, "region": region})
+    return r
 
 
 class NotSentError(RocketMQError):
@@ -125,7 +139,7 @@ def send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str, addr: str) -
         raise ProtocolError(f"send response from {addr} has a non-integer queueId/queueOffset: {ext}") from None
     if queue_id != mq.queue_id:
         mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
-    return SendResult(uniq, ext.get("msgId", ""), mq, offset, status, ext.get("MSG_REGION"))
+    return _result(uniq, ext.get("msgId", ""), mq, offset, status, ext.get("MSG_REGION"))
 
 
 def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:

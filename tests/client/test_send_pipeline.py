@@ -402,3 +402,12 @@ def test_sync_sends_from_several_threads_share_the_producer(embedded_cluster: Em
     for n, rs in results.items():
         for i, r in enumerate(rs):
             assert stored[(r.queue.broker_name, r.queue.queue_id, r.queue_offset)].body == f"t{n}-{i}".encode()
+
+
+def test_results_built_on_the_fast_path_are_ordinary_send_results() -> None:
+    mq = MessageQueue("T", "broker-a", 2)
+    (r,) = SendResult("A", "X", mq, 10, "SEND_OK", "R").split(1)
+    same = SendResult("A", "X", mq, 10, "SEND_OK", "R")
+    assert r == same and hash(r) == hash(same) and repr(r) == repr(same) and r.to_dict() == same.to_dict()
+    with pytest.raises(AttributeError):
+        r.msg_id = "B"  # type: ignore[misc]  # frozen, like any SendResult
