@@ -411,3 +411,18 @@ def test_results_built_on_the_fast_path_are_ordinary_send_results() -> None:
     assert r == same and hash(r) == hash(same) and repr(r) == repr(same) and r.to_dict() == same.to_dict()
     with pytest.raises(AttributeError):
         r.msg_id = "B"  # type: ignore[misc]  # frozen, like any SendResult
+
+
+def test_a_namespace_applies_to_pipelined_and_fast_sends(embedded_cluster: EmbeddedCluster) -> None:
+    cluster = embedded_cluster
+    cluster.create_topic("ns1%PipeNs", 2)
+    cfg = ClientConfig(namesrv_addr=cluster.namesrv_addr, namespace="ns1")
+    with Producer(cfg, "pipe_ns") as p:
+        outcomes = list(p.send_many([Message("PipeNs", f"n{i}") for i in range(10)], max_batch=4))
+        single = p.send(Message("PipeNs", "single"))
+        assert p._impl.fast_plan(Message("PipeNs", "probe"), None, None) is not None
+    assert all(o.ok for o in outcomes)
+    assert sorted(m.body for m in cluster.messages("ns1%PipeNs")) == sorted(
+        [f"n{i}".encode() for i in range(10)] + [b"single"])
+    assert cluster.messages("PipeNs") == [] and single.queue.topic == "ns1%PipeNs"
+    check_results(cluster, "ns1%PipeNs", outcomes)
