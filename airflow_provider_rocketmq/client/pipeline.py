@@ -21,8 +21,10 @@ What holds, and when:
   is answered. So the broker stores one queue's keyed messages in submission order whatever its
   number of send threads (4.9.7 defaults to ``min(cores, 4)``, which may store two requests of one
   connection in either order), and a retry never overtakes: the queue waits while its request is
-  retried, and the retry goes to the same queue. Holds while the topic's writable queues stay the
-  same during the run (a changed queue count maps keys to other queues, as in Java).
+  retried, and the retry goes to the same queue. With the failure rule below: the messages of a key
+  that the broker stores are a prefix of those put for it, in the order put (a batch is stored whole
+  or not at all). Holds while the topic's writable queues stay the same during the run (a changed
+  queue count maps keys to other queues, as in Java).
   Messages without a key are spread round robin, many requests in flight: no order among them.
 * **Failures.** A request is retried (bounded, jittered: tenacity) only when the broker certainly
   did not store it (the answers and connect failures `AsyncProducer.send` retries on); a timeout or
