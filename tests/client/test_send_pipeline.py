@@ -113,9 +113,14 @@ def test_every_message_gets_its_own_result(embedded_cluster: EmbeddedCluster, ma
     msgs = [Message("PipeResults", f"m{i}", tags="TagA", keys=f"k{i}", properties={"n": str(i), "note": "值"})
             for i in range(100)]
     msgs[37] = Message("PipeResults", big)
+    msgs[38] = Message("PipeResults", big, tags="Big")
+    msgs[50] = Message("PipeResults", "later", delay_level=18)  # parked for 2 h: never in a batch
     with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr), "pipe_results") as p:
         outcomes = list(p.send_many(msgs, max_in_flight=16, max_batch=max_batch))
     assert [o.message for o in outcomes] == msgs and [o.index for o in outcomes] == list(range(100))
+    delayed = outcomes.pop(50)
+    assert delayed.ok and [m.body for m in cluster.messages("SCHEDULE_TOPIC_XXXX")] == [b"later"]
+    assert sum(o.request == delayed.request for o in outcomes) == 0
     check_results(cluster, "PipeResults", outcomes)
     stored = stored_by_position(cluster, "PipeResults")
     got = {m.body: m for m in stored.values()}
@@ -125,15 +130,15 @@ def test_every_message_gets_its_own_result(embedded_cluster: EmbeddedCluster, ma
     for o in outcomes:
         assert o.request is not None and o.result is not None
         requests[o.request].append(o.result)
-    assert len(requests[outcomes[37].request or 0]) == 1
+    assert len(requests[outcomes[37].request or 0]) == len(requests[outcomes[38].request or 0]) == 1
     for results in requests.values():  # a batch: one queue, consecutive offsets
         assert len({r.queue for r in results}) == 1
         assert [r.queue_offset for r in results] == list(range(results[0].queue_offset,
                                                                 results[0].queue_offset + len(results)))
     if max_batch == 1:
-        assert len(requests) == 100
+        assert len(requests) == 99
     else:
-        assert len(requests) < 100 and max(len(v) for v in requests.values()) <= max_batch
+        assert len(requests) < 99 and max(len(v) for v in requests.values()) <= max_batch
 
 
 def test_async_send_many_from_an_async_source(embedded_cluster: EmbeddedCluster) -> None:
