@@ -171,7 +171,11 @@ class PublishedFile:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One committed load: the offset ranges it covers and the files holding their rows."""
+    """One committed load: the offset ranges it covers and the files holding their rows.
+
+    An entry with ``aborted`` load ids (object-store outputs, spark/outputs/objectstore.py)
+    covers no ranges: it records that those loads were found abandoned and discarded, so
+    none of them may commit after it."""
 
     seq: int
     load_id: str
@@ -180,13 +184,17 @@ class LedgerEntry:
     ranges: OffsetRanges
     files: tuple[PublishedFile, ...]
     rows: int
+    aborted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": LEDGER_VERSION, "seq": self.seq, "load_id": self.load_id,
-                "committed_at": self.committed_at, "windows": list(self.windows),
-                "ranges": self.ranges.to_json(), "rows": self.rows,
-                "files": [{"source": f.source, "path": f.path, "rows": f.rows, "bytes": f.bytes}
-                          for f in self.files]}
+        out = {"version": LEDGER_VERSION, "seq": self.seq, "load_id": self.load_id,
+               "committed_at": self.committed_at, "windows": list(self.windows),
+               "ranges": self.ranges.to_json(), "rows": self.rows,
+               "files": [{"source": f.source, "path": f.path, "rows": f.rows, "bytes": f.bytes}
+                         for f in self.files]}
+        if self.aborted:
+            out["aborted"] = list(self.aborted)
+        return out
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> LedgerEntry:
@@ -211,9 +219,12 @@ class LedgerEntry:
                 raise LedgerError(where, f"files[{i}]: expected relative source/path inside the output "
                                   "and integer rows/bytes")
             parsed.append(PublishedFile(f["source"], f["path"], f["rows"], f["bytes"]))
+        aborted = d.get("aborted", [])
+        if not isinstance(aborted, list) or not all(isinstance(a, str) and _LOAD_ID_RE.match(a) for a in aborted):
+            raise LedgerError(where, "aborted: expected a list of load ids")
         return cls(seq=seq, load_id=load_id, committed_at=str(d.get("committed_at", "")),
                    windows=tuple(windows), ranges=OffsetRanges.from_json(d.get("ranges"), where),
-                   files=tuple(parsed), rows=rows)
+                   files=tuple(parsed), rows=rows, aborted=tuple(aborted))
 
 
 def _inside(rel: str) -> bool:
@@ -272,7 +283,7 @@ def _makedirs(path: Path) -> None:
 class Ledger:
     """A snapshot of an output's committed entries."""
 
-    output: Path
+    output: Path | str  # a directory, or an object store URL
     entries: tuple[LedgerEntry, ...]
 
     @property
@@ -512,7 +523,7 @@ class LoadDir:
 
 CRASH_ENV = "ROCKETMQ_LOAD_WINDOW_TEST_CRASH"
 CRASH_EXIT = 70
-CRASH_POINTS = ("before_commit", "before_publish", "mid_publish")
+CRASH_POINTS = ("task_write", "before_commit", "before_publish", "mid_publish")
 
 
 def crash_hook(point: str) -> None:

@@ -41,8 +41,10 @@ directory (see spark/ledger.py).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +55,8 @@ except ModuleNotFoundError:  # run by path from a source tree that is not pip-in
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.spark import ledger as lg
+from airflow_provider_rocketmq.spark.outputs import DataFile, PendingLoad, is_url, open_output
+from airflow_provider_rocketmq.spark.outputs.tasks import write_in_tasks
 from airflow_provider_rocketmq.window.manifest import (
     HANDOFF_OFFSETS,
     ManifestError,
@@ -68,6 +72,9 @@ if TYPE_CHECKING:
 PROG = "load_window"
 BODY_FORMATS = ("utf8", "json", "binary")
 STAGED_READS = ("auto", "spark", "driver")
+WRITERS = ("tasks", "spark")
+# fsspec storage options of an object store output (JSON object): the environment, never argv
+STORAGE_OPTIONS_ENV = "ROCKETMQ_OUTPUT_STORAGE_OPTIONS"
 # broker is part of the key: queue ids restart at 0 on every broker of a topic
 DEDUP_KEY = ("topic", "broker", "queue_id", "queue_offset")
 EXIT_BAD_INPUT = 2
@@ -94,13 +101,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="Load staged RocketMQ windows into Parquet.")
     p.add_argument("--manifest", action="append", required=True, metavar="PATH",
                    help="window manifest (file or window directory); repeatable")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="output dataset (local or mounted directory), partitioned by window_id")
+    p.add_argument("--output", required=True, metavar="DIR|URL",
+                   help="output Parquet dataset, partitioned by window_id: a local or mounted directory, or "
+                        "an object store URL (s3://, gs://, abfs://); see spark/outputs/")
     p.add_argument("--body-format", choices=BODY_FORMATS, default="utf8",
                    help="utf8: body as string; json: body parsed to VARIANT; binary: body unchanged")
     p.add_argument("--staged-read", choices=STAGED_READS, default="auto",
                    help="spark: executors read the staged files; driver: the driver reads them with "
                         "pyarrow and hands Spark the rows; auto: spark for local files, else driver")
+    p.add_argument("--writer", choices=WRITERS, default="tasks",
+                   help="tasks: Spark tasks write the files with pyarrow + fsspec (no Hadoop connector "
+                        "needed); spark: DataFrame.write through the cluster's Hadoop connector "
+                        "(s3:// is written as s3a://)")
+    p.add_argument("--storage-options-file", metavar="PATH",
+                   help="JSON object of fsspec storage options for an object store output (merged over "
+                        f"${STORAGE_OPTIONS_ENV} and fsspec's own configuration)")
+    p.add_argument("--abandon-after", type=float, default=None, metavar="SECONDS",
+                   help="object store outputs: an uncommitted load older than this is discarded by the next "
+                        "load (default 21600); a live load that old fails with a conflict instead of committing")
     p.add_argument("--app-name", default="rocketmq-load-window")
     return p.parse_args(argv)
 
@@ -134,26 +152,54 @@ def load_manifests(paths: Sequence[str]) -> list[Staged]:
     return sorted(out.values(), key=lambda s: (s.manifest.window_id, s.location))
 
 
-def output_dir(arg: str) -> Path:
-    if _is_url(arg):
-        raise LoadError(f"--output: {arg!r}: the output must be a local or mounted directory (the ledger "
-                        "needs atomic no-clobber create and locks, which object stores lack)")
-    return Path(_local(arg))
+def storage_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The output's fsspec storage options: fsspec's configuration for the URL's protocol
+    (e.g. ``$FSSPEC_S3``), then ``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS``, then
+    ``--storage-options-file``. They travel to the executors inside the tasks, never on argv."""
+    if not is_url(args.output):
+        return {}
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    try:
+        import fsspec.config
+
+        out.update(fsspec.config.conf.get(args.output.split("://", 1)[0], {}))
+    except ImportError:
+        pass
+    for where, text in ((STORAGE_OPTIONS_ENV, env.get(STORAGE_OPTIONS_ENV)),
+                        ("--storage-options-file", _read_text(args.storage_options_file))):
+        if not text:
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(where, f"not valid JSON ({exc.__class__.__name__} at char "
+                              f"{getattr(exc, 'pos', '?')})") from None
+        if not isinstance(value, dict):
+            raise ConfigError(where, "must be a JSON object of fsspec storage options")
+        out.update(value)
+    return out
+
+
+def _read_text(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("--storage-options-file", f"{path}: {exc.strerror or exc}") from None
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str, int]:
     """Load the manifests into ``args.output``; returns the counts. Uses ``spark`` when given
     (and leaves it running), else starts a session only if there is something to read."""
     staged = load_manifests(args.manifest)
-    store = lg.OutputStore(output_dir(args.output))
-    store.check_layout()
-    recovered = store.recover()
-    for load_id in recovered.published:
-        _note(f"finished publishing load {load_id} (its driver stopped after the commit)")
-    for load_id in recovered.discarded:
-        _note(f"removed load {load_id} (its driver stopped before the commit; none of its rows were visible)")
-    ledger = store.read()
-    held = ledger.held()
+    out = open_output(args.output, storage_options(args), abandon_after=args.abandon_after)
+    out.validate()
+    for note in out.recover():
+        _note(note)
+    state = out.state()
+    held = state.held
     new = lg.OffsetRanges()
     for s in staged:
         new = new | (s.claim - held)
@@ -167,35 +213,32 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
     if not new:
         return counts  # nothing new: no Spark, no ledger entry
     windows = [s.manifest.window_id for s in staged if s.claim - held]
-    load = store.begin()
+    load = out.begin()
     try:
-        files: list[lg.PublishedFile] = []
+        files: list[DataFile] = []
         if to_read:
             own = spark is None
             if own:
                 spark = _session(args.app_name)
             assert spark is not None
             try:
-                read, loaded = _load_rows(spark, args, to_read, held, str(load.data_dir))
+                read, loaded, files = _load_rows(spark, args, to_read, held, load)
                 counts["rows_in"] += read
                 counts["already_loaded"] += loaded
             finally:
                 if own:
                     spark.stop()
-            files = load.seal()
         counts["rows_out"] = sum(f.rows for f in files)
         counts["duplicates"] = counts["rows_in"] - counts["already_loaded"] - counts["rows_out"]
         lg.crash_hook("before_commit")
-        entry = store.commit(load, ledger, new, windows, files, counts["rows_out"])
+        load.commit(state, new, windows, files, counts["rows_out"])
     except BaseException:
-        load.finish()  # nothing committed: the load's own directory goes
+        load.abort()  # nothing committed: what the load wrote goes
         raise
-    lg.crash_hook("before_publish")
     try:
-        store.publish(entry)
+        load.publish()  # a failed publish stays for `recover` (the load is committed)
     finally:
-        load.close()  # a failed publish stays for `recover` (the entry is committed)
-    load.finish()
+        load.close()
     return counts
 
 
@@ -253,10 +296,11 @@ def _read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
 
 
 def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Staged],
-               held: lg.OffsetRanges, target: str) -> tuple[int, int]:
-    """Write under ``target`` every row read whose offset the output does not hold, once per
+               held: lg.OffsetRanges, load: PendingLoad) -> tuple[int, int, list[DataFile]]:
+    """Write for ``load`` every row read whose offset the output does not hold, once per
     (topic, broker, queue_id, queue_offset) — from the first manifest in load order that has it;
-    return the rows read and how many of them the output held already."""
+    return the rows read, how many of them the output held already, and the files written.
+    Spark tasks write the rows (``--writer``); the driver only sees counts and file descriptors."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -284,10 +328,17 @@ def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Stag
         rows = (df.where(F.col(_CLASS) == "new").withColumn(_RANK, F.row_number().over(first))
                 .where(F.col(_RANK) == 1).drop(_CLASS, _ORDER, _RANK))
         rows = _convert_body(rows, args.body_format, F)
-        rows.write.mode("errorifexists").partitionBy("window_id").parquet(target)
+        if args.writer == "spark":
+            target, written = getattr(load, "spark_target", None), getattr(load, "spark_written", None)
+            if target is None or written is None:
+                raise LoadError(f"--writer spark: the {args.output} output kind is written by Spark tasks only")
+            rows.write.mode("errorifexists").partitionBy("window_id").parquet(target())
+            files: list[DataFile] = written()
+        else:
+            files = write_in_tasks(rows, load.writer())
     finally:
         df.unpersist()
-    return sum(by_class.values()), int(by_class.get("loaded", 0))
+    return sum(by_class.values()), int(by_class.get("loaded", 0)), files
 
 
 def _convert_body(df, body_format: str, F):  # type: ignore[no-untyped-def]  # pyspark types are optional

@@ -1,0 +1,65 @@
+"""Spark tasks write a load's rows (``mapInArrow``); only file descriptors reach the driver.
+
+`write_in_tasks(df, writer)` runs ``writer.write`` (a `TaskWriter`) once per partition of
+``df`` inside the executors' Python workers, with the partition's Arrow record batches, and
+collects the `DataFile` descriptors it returns: a few bytes per file, whatever the number of
+rows. The task tag ``<partition>-<task attempt id>`` is unique per attempt in the application,
+so a retried or speculative attempt writes other files than the attempt it replaces; only the
+attempt Spark keeps sends its descriptors back, and only listed files are ever committed.
+
+Test hook: with ``$ROCKETMQ_LOAD_WINDOW_TEST_CRASH=task_write`` the first task to finish its
+files kills the driver (the Python driver and the ``spark-submit`` JVM, SIGKILL) as a crash
+of the driver while tasks write would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from airflow_provider_rocketmq.spark.ledger import CRASH_ENV
+
+from .base import DATA_FILE_FIELDS, DataFile, TaskWriter
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+DESCRIPTOR_SCHEMA = "path string, rows long, bytes long, window_id string"
+assert tuple(c.split()[0] for c in DESCRIPTOR_SCHEMA.split(", ")) == DATA_FILE_FIELDS
+
+
+def _driver_pids() -> tuple[int, ...]:
+    """This Python driver, and the ``spark-submit`` JVM that started it (its parent) if it is one."""
+    try:
+        with open(f"/proc/{os.getppid()}/comm") as fh:
+            parent_is_jvm = fh.read().strip() == "java"
+    except OSError:
+        parent_is_jvm = False
+    return (os.getpid(), os.getppid()) if parent_is_jvm else (os.getpid(),)
+
+
+def write_in_tasks(df: DataFrame, writer: TaskWriter) -> list[DataFile]:
+    """Write ``df``'s rows with ``writer`` in Spark tasks; return every file written."""
+    kill = _driver_pids() if os.environ.get(CRASH_ENV) == "task_write" else None
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        tag = f"{ctx.partitionId():05d}-{ctx.taskAttemptId()}" if ctx is not None else "00000-0"
+        files = writer.write(batches, tag)
+        if kill is not None and files:
+            for pid in kill:  # tests only: the driver dies while tasks write
+                os.kill(pid, signal.SIGKILL)
+        yield pa.RecordBatch.from_pydict({
+            "path": [f.path for f in files], "rows": [f.rows for f in files],
+            "bytes": [f.bytes for f in files], "window_id": [f.window_id for f in files],
+        }, schema=pa.schema([("path", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
+                             ("window_id", pa.string())]))
+
+    return [DataFile(r["path"], r["rows"], r["bytes"], r["window_id"])
+            for r in df.mapInArrow(run, DESCRIPTOR_SCHEMA).collect()]
