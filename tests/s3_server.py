@@ -1,4 +1,10 @@
-"""A real S3 API on 127.0.0.1 for tests: moto's server in a subprocess, reached through s3fs."""
+"""A real S3 API on 127.0.0.1 for tests: moto's server in a subprocess, reached through s3fs.
+
+moto (5.2) honours ``If-None-Match: *`` on PutObject and CompleteMultipartUpload (412
+PreconditionFailed, which s3fs raises as FileExistsError), as S3 does. ``MotoS3(
+ignore_if_none_match=True)`` runs the same server behind a filter that drops that header:
+a stand-in for an S3-compatible store that ignores conditional writes (run as
+``python s3_server.py PORT --ignore-if-none-match``)."""
 
 from __future__ import annotations
 
@@ -21,13 +27,14 @@ def free_port() -> int:
 class MotoS3:
     """``moto.server`` on a free port; ``storage_options`` are what fsspec/s3fs need to reach it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ignore_if_none_match: bool = False) -> None:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        cmd = ([sys.executable, __file__, str(self.port), "--ignore-if-none-match"] if ignore_if_none_match
+               else [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)])
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -60,3 +67,22 @@ class MotoS3:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def _serve_ignoring_if_none_match(port: int) -> None:
+    """moto's S3 app behind a WSGI filter that drops If-None-Match from every request."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import run_simple
+
+    os.environ["MOTO_PORT"] = str(port)
+    app = DomainDispatcherApplication(create_backend_app)
+
+    def ignoring(environ: dict[str, Any], start_response: Any) -> Any:
+        environ.pop("HTTP_IF_NONE_MATCH", None)
+        return app(environ, start_response)
+
+    run_simple("127.0.0.1", port, ignoring, threaded=True, request_handler=MotoRequestHandler)
+
+
+if __name__ == "__main__":
+    _serve_ignoring_if_none_match(int(sys.argv[1]))

@@ -526,10 +526,33 @@ CRASH_EXIT = 70
 CRASH_POINTS = ("task_write", "before_commit", "before_publish", "mid_publish")
 
 
+BARRIER_ENV = "ROCKETMQ_LOAD_WINDOW_TEST_BARRIER"  # "<directory>:<parties>"
+BARRIER_TIMEOUT = 180.0
+
+
 def crash_hook(point: str) -> None:
     """Tests only: end the process at ``point`` when $ROCKETMQ_LOAD_WINDOW_TEST_CRASH names it
-    (off by default), as a killed driver would, without any clean-up."""
+    (off by default), as a killed driver would, without any clean-up. With
+    $ROCKETMQ_LOAD_WINDOW_TEST_BARRIER=DIR:N, ``before_commit`` first waits until N loads
+    (processes) reached it, so that concurrent loads commit against the same ledger state."""
+    barrier = os.environ.get(BARRIER_ENV)
+    if barrier and point == "before_commit":
+        _barrier(barrier)
     if os.environ.get(CRASH_ENV) == point:
         os.write(2, f"load_window: test crash at {point}\n".encode())
         os._exit(CRASH_EXIT)
+
+
+def _barrier(spec: str) -> None:
+    import time
+
+    directory, _, parties = spec.rpartition(":")
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / f"{os.getpid()}-{uuid.uuid4().hex[:8]}").touch()
+    deadline = time.monotonic() + BARRIER_TIMEOUT
+    while len(list(Path(directory).iterdir())) < int(parties):
+        if time.monotonic() > deadline:
+            raise LedgerError(BARRIER_ENV, f"only {len(list(Path(directory).iterdir()))} of {parties} loads "
+                              "arrived")
+        time.sleep(0.05)  # other processes: no event to await across them
 

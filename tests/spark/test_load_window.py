@@ -466,11 +466,17 @@ def test_empty_window_succeeds_without_spark(tmp_path: Path) -> None:
 
 def test_bad_outputs_and_ledgers_are_one_line(tmp_path: Path) -> None:
     m = str(build_window(tmp_path / "w", "w", [(A, 0, range(3))]))
-    run = _run_python("--manifest", m, "--output", "s3://bucket/out")
+    run = _run_python("--manifest", m, "--output", "hdfs://namenode/out")
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
-        ("load_window: error: --output: 's3://bucket/out': the output must be a local or mounted directory (the "
-         "ledger needs atomic no-clobber create and locks, which object stores lack)")]
+        ("load_window: error: --output: hdfs://namenode/out: hdfs:// (fsspec.implementations.arrow.HadoopFileSystem) "
+         "has no atomic create-if-absent through fsspec, which the ledger's commit needs (no lock files are used); "
+         "supported: s3:// (s3fs), gs:// (gcsfs), abfs:// or az:// (adlfs), or a local or mounted directory")]
+    run = _run_python("--manifest", m, "--output", "s3://bucket/out",
+                      env={"ROCKETMQ_OUTPUT_STORAGE_OPTIONS": '{"key": "k",'})
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        "load_window: error: ROCKETMQ_OUTPUT_STORAGE_OPTIONS: not valid JSON (JSONDecodeError at char 12)"]
     legacy = tmp_path / "legacy"
     (legacy / "window_id=w").mkdir(parents=True)
     run = _run_python("--manifest", m, "--output", str(legacy))

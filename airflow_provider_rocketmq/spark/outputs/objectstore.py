@@ -133,7 +133,7 @@ class ObjectStoreParquetOutput:
         self.storage_options = dict(storage_options or {})
         self.abandon_after = DEFAULT_ABANDON_AFTER if abandon_after is None else abandon_after
         self._fs: Any = None
-        self.root = ""
+        self._root = ""
         self._entries: dict[int, lg.LedgerEntry] = {}  # entries never change once created
 
     # -- the filesystem ----------------------------------------------------------------------------
@@ -145,12 +145,18 @@ class ObjectStoreParquetOutput:
             except ImportError:  # pragma: no cover - fsspec comes with the spark and airflow extras
                 raise ConfigError("--output", f"{self.url}: an object store output needs fsspec") from None
             try:
-                self._fs, self.root = url_to_fs(self.url, **self.storage_options)
+                self._fs, self._root = url_to_fs(self.url, **self.storage_options)
             except (ImportError, ValueError, TypeError, OSError) as exc:
                 raise ConfigError("--output", f"{self.url}: {_redact(str(exc), self.storage_options)} "
                                   f"(install the filesystem's package: s3fs, gcsfs or adlfs)") from None
-            self.root = self.root.rstrip("/")
+            self._root = self._root.rstrip("/")
         return self._fs
+
+    @property
+    def root(self) -> str:
+        """The output's path on its filesystem (no protocol)."""
+        _ = self.fs
+        return self._root
 
     def _path(self, *parts: str) -> str:
         return "/".join((self.root, *parts))

@@ -7,9 +7,11 @@ rows. The task tag ``<partition>-<task attempt id>`` is unique per attempt in th
 so a retried or speculative attempt writes other files than the attempt it replaces; only the
 attempt Spark keeps sends its descriptors back, and only listed files are ever committed.
 
-Test hook: with ``$ROCKETMQ_LOAD_WINDOW_TEST_CRASH=task_write`` the first task to finish its
-files kills the driver (the Python driver and the ``spark-submit`` JVM, SIGKILL) as a crash
-of the driver while tasks write would.
+Test hooks (``$ROCKETMQ_LOAD_WINDOW_TEST_CRASH``, read on the driver when the job is planned):
+``task_write``: the first task to finish its files kills the driver (the Python driver and the
+``spark-submit`` JVM, SIGKILL), as a crash of the driver while tasks write would;
+``task_fail_once``: the first attempt of partition 0 fails after writing its files, so Spark
+retries it (needs a master that allows task retries, e.g. ``local[2,2]``).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def _driver_pids() -> tuple[int, ...]:
 
 def write_in_tasks(df: DataFrame, writer: TaskWriter) -> list[DataFile]:
     """Write ``df``'s rows with ``writer`` in Spark tasks; return every file written."""
-    kill = _driver_pids() if os.environ.get(CRASH_ENV) == "task_write" else None
+    hook = os.environ.get(CRASH_ENV)
+    kill = _driver_pids() if hook == "task_write" else None
+    fail_once = hook == "task_fail_once"
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -55,6 +59,8 @@ def write_in_tasks(df: DataFrame, writer: TaskWriter) -> list[DataFile]:
         if kill is not None and files:
             for pid in kill:  # tests only: the driver dies while tasks write
                 os.kill(pid, signal.SIGKILL)
+        if fail_once and ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+            raise RuntimeError("load_window: test failure of a task attempt after it wrote its files")
         yield pa.RecordBatch.from_pydict({
             "path": [f.path for f in files], "rows": [f.rows for f in files],
             "bytes": [f.bytes for f in files], "window_id": [f.window_id for f in files],
