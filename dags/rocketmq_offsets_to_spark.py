@@ -23,6 +23,8 @@ Executors that do not have this package installed get it with ``py_files`` (a zi
 
 Connections and knobs as in ``rocketmq_window_to_spark``: AIRFLOW_CONN_ROCKETMQ_DEFAULT,
 AIRFLOW_CONN_SPARK_DEFAULT, ROCKETMQ_DEMO_TOPIC, ROCKETMQ_DEMO_GROUP, ROCKETMQ_DEMO_OUTPUT,
+ROCKETMQ_DEMO_OUTPUT_CONN_ID (the ``output`` / ``output_conn_id`` params: an object store output
+and the connection holding its storage options),
 ``[rocketmq] staging_path`` (AIRFLOW__ROCKETMQ__STAGING_PATH: where the manifest goes).
 """
 
@@ -33,8 +35,9 @@ import tempfile
 from datetime import datetime
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
+from airflow_provider_rocketmq.hooks.storage import output_storage_options
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
 from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
@@ -43,6 +46,8 @@ from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 TOPIC = os.environ.get("ROCKETMQ_DEMO_TOPIC", "demo_orders")
 GROUP = os.environ.get("ROCKETMQ_DEMO_GROUP", "demo_offsets_loader")
 OUTPUT = os.environ.get("ROCKETMQ_DEMO_OUTPUT", os.path.join(tempfile.gettempdir(), "rocketmq-demo-output"))
+# the output's storage options (object stores): an Airflow connection, rendered into the job's environment
+OUTPUT_CONN_ID = os.environ.get("ROCKETMQ_DEMO_OUTPUT_CONN_ID", "")
 
 with DAG(
     dag_id="rocketmq_offsets_to_spark",
@@ -50,6 +55,12 @@ with DAG(
     schedule=None,
     start_date=datetime(2024, 1, 1),
     catchup=False,
+    params={
+        "output": Param(OUTPUT, type="string", description="Spark output: a directory or s3://, gs://, abfs:// URL"),
+        "output_conn_id": Param(OUTPUT_CONN_ID, type="string", description="connection with the output's "
+                                "storage options (object stores); empty: the job's own configuration"),
+    },
+    user_defined_macros={"rocketmq_output_storage_options": output_storage_options},
     tags=["rocketmq", "spark", "example"],
 ) as dag:
     wait_for_messages = RocketMQLagSensor(
@@ -78,13 +89,16 @@ with DAG(
         name="rocketmq-load-offsets",
         application_args=[
             "--manifest", "{{ ti.xcom_pull(task_ids='snapshot_window')['manifest'] }}",
-            "--output", OUTPUT,
+            "--output", "{{ params.output }}",
             "--body-format", "utf8",
         ],
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        # credentials reach the job through its environment, never its command line (see docs/airflow.md)
+        env_vars={"ROCKETMQ_OUTPUT_STORAGE_OPTIONS":
+                  "{{ rocketmq_output_storage_options(params.output, params.output_conn_id) }}"},
         driver_memory="512m",
-        # py_files="/opt/rocketmq-spark.zip",           # executors without this package installed
-        # env_vars={"ROCKETMQ_ACCESS_KEY": "...", ...},  # ACL credentials for the executors' pulls
+        # py_files="/opt/rocketmq-spark.zip",  # executors without this package installed
+        # ACL credentials for the executors' pulls: add ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY to env_vars
     )
 
     commit_window = RocketMQCommitWindowOperator(task_id="commit_window", manifests=snapshot_window.output)

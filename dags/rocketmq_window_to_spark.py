@@ -20,7 +20,12 @@ Windows are staged under ``[rocketmq] staging_path`` (e.g. ``AIRFLOW__ROCKETMQ__
 s3://bucket/rocketmq-windows`` or a shared directory): the window task fails without it.
 
 Knobs (environment): ROCKETMQ_DEMO_TOPIC, ROCKETMQ_DEMO_GROUP, ROCKETMQ_DEMO_OUTPUT
-(Spark output directory).
+(the default of the ``output`` param: a directory, or an ``s3://``/``gs://``/``abfs://`` URL),
+ROCKETMQ_DEMO_OUTPUT_CONN_ID (the default of ``output_conn_id``: an Airflow connection whose
+extra holds the output's fsspec storage options and whose login/password are the S3 key/secret,
+e.g. ``AIRFLOW_CONN_LAKE='{"conn_type": "generic", "login": "...", "password": "...",
+"extra": {"endpoint_url": "https://s3.example"}}'``). The options reach the Spark job as
+``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS`` (``env_vars``), not as arguments.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from datetime import datetime
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param
 
+from airflow_provider_rocketmq.hooks.storage import output_storage_options
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
 from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
@@ -40,6 +46,8 @@ from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 TOPIC = os.environ.get("ROCKETMQ_DEMO_TOPIC", "demo_orders")
 GROUP = os.environ.get("ROCKETMQ_DEMO_GROUP", "demo_window_loader")
 OUTPUT = os.environ.get("ROCKETMQ_DEMO_OUTPUT", os.path.join(tempfile.gettempdir(), "rocketmq-demo-output"))
+# the output's storage options (object stores): an Airflow connection, rendered into the job's environment
+OUTPUT_CONN_ID = os.environ.get("ROCKETMQ_DEMO_OUTPUT_CONN_ID", "")
 
 with DAG(
     dag_id="rocketmq_window_to_spark",
@@ -49,6 +57,9 @@ with DAG(
     catchup=False,
     params={
         "body_format": Param("utf8", enum=["utf8", "json", "binary"], description="how Spark decodes bodies"),
+        "output": Param(OUTPUT, type="string", description="Spark output: a directory or s3://, gs://, abfs:// URL"),
+        "output_conn_id": Param(OUTPUT_CONN_ID, type="string", description="connection with the output's "
+                                "storage options (object stores); empty: the job's own configuration"),
         # the window's knobs are templated: a run (or `airflow tasks test -t '{...}'`) may change them
         "max_messages": Param(1_000_000, type="integer", minimum=1, description="most messages in one window"),
         "staging_path": Param("", type="string", description="window directory or URL; empty: "
@@ -56,6 +67,7 @@ with DAG(
         "rocketmq_conn_id": Param("rocketmq_default", type="string"),
         "pull_batch_size": Param(32, type="integer", minimum=1, maximum=1024),
     },
+    user_defined_macros={"rocketmq_output_storage_options": output_storage_options},
     tags=["rocketmq", "spark", "example"],
 ) as dag:
     wait_for_messages = RocketMQLagSensor(
@@ -87,10 +99,13 @@ with DAG(
         name="rocketmq-load-window",
         application_args=[
             "--manifest", "{{ ti.xcom_pull(task_ids='consume_window')['manifest'] }}",
-            "--output", OUTPUT,
+            "--output", "{{ params.output }}",
             "--body-format", "{{ params.body_format }}",
         ],
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        # credentials reach the job through its environment, never its command line (see docs/airflow.md)
+        env_vars={"ROCKETMQ_OUTPUT_STORAGE_OPTIONS":
+                  "{{ rocketmq_output_storage_options(params.output, params.output_conn_id) }}"},
         driver_memory="512m",
     )
 

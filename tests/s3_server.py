@@ -71,7 +71,11 @@ class MotoS3:
 
 def _serve_ignoring_if_none_match(port: int) -> None:
     """moto's S3 app behind a WSGI filter that drops If-None-Match from every request."""
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
     from werkzeug.serving import run_simple
 
     os.environ["MOTO_PORT"] = str(port)

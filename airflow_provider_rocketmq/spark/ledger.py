@@ -20,9 +20,10 @@ Each entry records the offset ranges ``[start, end)`` per (topic, broker, queue_
 load covered; their union is what the output holds. Entries never overlap: a commit
 whose ranges meet a range committed after the load's snapshot raises `LedgerConflict`.
 
-Needs a POSIX file system with hard links and ``flock`` (local disk, NFSv4, a mounted
-volume); object stores have neither atomic no-clobber create nor locks. Imports neither
-Spark nor Airflow.
+`OutputStore` needs a POSIX file system with hard links and ``flock`` (local disk, NFSv4, a
+mounted volume). Object stores keep the same entries (`LedgerEntry`, `OffsetRanges`) but
+commit by a conditional create and have no locks: spark/outputs/objectstore.py. Imports
+neither Spark nor Airflow.
 """
 
 from __future__ import annotations

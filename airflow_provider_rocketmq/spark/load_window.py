@@ -2,8 +2,9 @@
 
 Run by ``SparkSubmitOperator`` (or by hand)::
 
-    spark-submit load_window.py --manifest W/manifest.json [--manifest ...] --output DIR \
-        [--body-format utf8|json|binary] [--staged-read auto|spark|driver]
+    spark-submit load_window.py --manifest W/manifest.json [--manifest ...] --output DIR|URL \
+        [--body-format utf8|json|binary] [--staged-read auto|spark|driver] [--writer tasks|spark] \
+        [--storage-options-file PATH] [--abandon-after SECONDS]
 
 Steps: validate every manifest and its files' sizes/SHA-256/rows *before* starting
 Spark (a bad hand-off fails in a second with one line on stderr and exit code 2);
@@ -12,8 +13,11 @@ ledger (spark/ledger.py) of the offset ranges it already holds; read only manife
 whose ranges (minus their ``gaps``: offsets another window holds) bring offsets the
 output does not hold, and keep their rows at such offsets, once per (topic, broker,
 queue_id, queue_offset) — from the first manifest in window id order that has the row;
-convert the body; write the rows under the load's hidden directory, commit a ledger
-entry claiming the new ranges, then move the files into ``DIR/window_id=<id>/``.
+convert the body; Spark tasks write the rows under the load's hidden staging prefix (the
+driver only receives file names, row counts and sizes), the driver commits a ledger entry
+claiming the new ranges, then publishes the files into ``<output>/window_id=<id>/``. Where
+the output lives and how it commits is its *kind* (spark/outputs/: a local or mounted
+directory, a Parquet dataset on an object store).
 
 So a window whose offsets were loaded before adds nothing (a re-run, or the same
 offsets restaged under a new window id after the offset commit failed), a window
@@ -34,8 +38,9 @@ manifest's name servers, credentials from ``ROCKETMQ_*`` variables) and loaded t
 way; its rows are only counted once read, so a fully loaded one adds 0 to ``rows_in``.
 
 Imports no Airflow. Manifests must be on a filesystem the driver can read (the
-checksums are verified there); the output must be a local or mounted POSIX
-directory (see spark/ledger.py).
+checksums are verified there); the output's storage options come from the environment
+(``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS``, fsspec's ``$FSSPEC_<PROTOCOL>``) or
+``--storage-options-file``, never from argv.
 """
 
 from __future__ import annotations

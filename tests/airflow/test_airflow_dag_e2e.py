@@ -224,16 +224,32 @@ with DAG("rocketmq_modes", schedule=None, start_date=datetime(2024, 1, 1)):
 OFFSETS_DAG_ID = "rocketmq_offsets_to_spark"
 
 
-def test_offsets_handoff_dag_loads_every_message_once(demo: Demo) -> None:
-    """The offsets hand-off (issue 11) under `airflow dags test`: the window task consumes nothing,
-    Spark's tasks read the manifest's ranges from the broker through the rocketmq data source, the
-    ledger keeps the output exact, the commit task commits the ends."""
+def test_offsets_handoff_dag_loads_every_message_once_into_s3(demo: Demo, s3: Any) -> None:
+    """The offsets hand-off (issue 11) under `airflow dags test`, into an ``s3://`` output (moto on
+    127.0.0.1; issue 20): the window task consumes nothing, Spark's tasks read the manifest's ranges
+    from the broker and write the rows to S3 through fsspec, the ledger keeps the output exact, the
+    commit task commits the ends. The DAG is unchanged: the output URL and the connection holding
+    its credentials are configuration; the secret reaches the job in its environment only."""
+    bucket = s3.new_bucket("dag")
+    secret = "s3cr3t-only-in-the-environment"
+    demo.env.update({
+        "ROCKETMQ_DEMO_OUTPUT": f"s3://{bucket}/orders",
+        "ROCKETMQ_DEMO_OUTPUT_CONN_ID": "lake",
+        "AIRFLOW_CONN_LAKE": json.dumps({"conn_type": "generic", "login": "AKIDLAKE", "password": secret,
+                                         "extra": {"endpoint_url": s3.endpoint,
+                                                   "client_kwargs": {"region_name": "us-east-1"}}}),
+    })
     produced = demo.produce(40)
     run = demo.airflow("dags", "test", OFFSETS_DAG_ID)
     assert run.returncode == 0, tail(run)
-    assert "rows_in=40 rows_out=40 duplicates=0 already_loaded=0" in run.stdout + run.stderr
-    loaded = demo.loaded_bodies()
+    out = run.stdout + run.stderr
+    assert "rows_in=40 rows_out=40 duplicates=0 already_loaded=0" in out
+    assert f"s3://{bucket}/orders" in out and secret not in out  # logged command line: URL yes, secret no
+    fs = s3.filesystem()
+    table = ds.dataset(f"{bucket}/orders", filesystem=fs, format="parquet", partitioning="hive").to_table()
+    loaded = [str(b).encode() for b in table.column("body").to_pylist()]
     assert len(loaded) == len(set(loaded)) == 40 and sorted(loaded) == sorted(produced)
+    assert [p.rsplit("/", 1)[1] for p in fs.find(f"{bucket}/orders/_rocketmq_ledger")] == ["0000000001.json"]
     assert demo.lag() == 0
     manifest = read_manifest(demo.manifests()[-1])
     assert manifest.handoff == "offsets" and manifest.files == [] and manifest.messages == 0

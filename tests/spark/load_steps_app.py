@@ -5,8 +5,10 @@ one application: ``load_steps_app.py PLAN.json RESULTS.json``. PLAN is a list of
 ``{"label", "argv", "output"}``; every step calls ``load_window.main(argv, spark)`` (the
 same code path as the command line, on a shared session) and records its exit code, its
 stdout/stderr and the keys ``[window_id, broker, queue_id, queue_offset]`` then visible in
-``output`` to a plain pyarrow reader. A step ``{"label", "read": output}`` records what
-``spark.read.parquet(output)`` sees (rows, distinct keys, window ids).
+``output`` to a plain pyarrow reader (local outputs; an object-store output is read by the test).
+A step may carry ``"env"``: environment variables set on the driver for that step only (e.g. a
+test hook). A step ``{"label", "read": output}`` records what ``spark.read.parquet(output)`` sees
+(rows, distinct keys, window ids).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ from airflow_provider_rocketmq.spark import load_window
 def visible_keys(output: str) -> list[list[Any]]:
     import pyarrow.dataset as ds
 
-    if not Path(output).exists():
+    if "://" in output or not Path(output).exists():
         return []
     dataset = ds.dataset(output, format="parquet", partitioning="hive")
     if not dataset.files:
@@ -49,11 +52,19 @@ def main() -> None:
                                 "windows": sorted(r[0] for r in df.select("window_id").distinct().collect())})
                 continue
             out, err = io.StringIO(), io.StringIO()
+            saved = {k: os.environ.get(k) for k in step.get("env", {})}
+            os.environ.update(step.get("env", {}))
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
                     rc = load_window.main(step["argv"], spark)
                 except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
                     rc, err = -1, io.StringIO(f"{type(exc).__name__}: {exc}")
+                finally:
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
             results.append({"label": step["label"], "rc": rc, "stdout": out.getvalue(),
                             "stderr": err.getvalue(), "keys": visible_keys(step["output"])})
     finally:

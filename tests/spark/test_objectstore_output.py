@@ -13,7 +13,13 @@ import pytest
 from s3_server import MotoS3
 
 from airflow_provider_rocketmq.client.errors import ConfigError
-from airflow_provider_rocketmq.spark.ledger import LEDGER_DIR, LOADS_DIR, LedgerConflict, LedgerError, OffsetRanges
+from airflow_provider_rocketmq.spark.ledger import (
+    LEDGER_DIR,
+    LOADS_DIR,
+    LedgerConflict,
+    LedgerError,
+    OffsetRanges,
+)
 from airflow_provider_rocketmq.spark.outputs import open_output
 from airflow_provider_rocketmq.spark.outputs.objectstore import ObjectStoreParquetOutput
 
@@ -104,8 +110,8 @@ def test_abandoned_load_is_discarded_through_an_abort_entry_and_can_never_commit
     assert output(s3, bucket, abandon_after=3600).recover() == []
     assert fs.exists(f"{bucket}/out/{LOADS_DIR}/{slow.load_id}")
     notes = output(s3, bucket, abandon_after=0).recover()
-    assert notes == [f"removed load {slow.load_id} (uncommitted and older than 0 s: abandoned; none of its "
-                     "rows were visible)"]
+    assert notes == [(f"removed load {slow.load_id} (uncommitted and older than 0 s: abandoned; none of its "
+                      "rows were visible)")]
     assert not fs.exists(f"{bucket}/out/{LOADS_DIR}/{slow.load_id}")
     entry = out.read().entries[0]
     assert entry.aborted == (slow.load_id,) and not entry.ranges and entry.rows == 0

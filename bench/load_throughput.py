@@ -1,0 +1,285 @@
+"""Load throughput: `spark/load_window.py` on a staged window, by output kind, with `local[2]`.
+
+A window of N messages x 100-byte bodies on 8 queues is staged once (Parquet + manifest, as the
+window operator writes it). Each run is one real ``spark-submit --master local[2]`` of a small
+driver (`_load_throughput_app.py`) that starts the Spark session, then times only
+``load_window.main(...)`` (JVM start and imports excluded) into a fresh output of the kind:
+
+- ``local``: a directory on local disk;
+- ``s3``: ``s3://`` on moto's S3 server on 127.0.0.1 (s3fs in the Spark tasks);
+- more kinds register in `KINDS` (name -> function giving the ``--output`` URL and environment).
+
+Printed per run: rows/s (rows_out / time of the load call), and CPU seconds per million rows by
+process during the load call — the driver JVM (which also hosts the local executors), the Python
+driver, the Python workers (Spark's pyspark daemon and its workers: they write the Parquet files),
+and the moto server — sampled from /proc every 0.2 s; then the peak RSS (VmHWM, whole life) of the
+Python driver and of the JVM. Asserts nothing; other processes on the machine make figures noisy.
+
+    .venv/bin/python bench/load_throughput.py [--sizes 1000000,5000000] [--runs 3] [--kinds local,s3]
+        [--rss-sizes 1000000,5000000]   # sizes whose driver RSS is compared (one local run each)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+APP = str(Path(__file__).with_name("_load_throughput_app.py"))
+QUEUES = 8
+BODY = 100
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def stage_window(directory: Path, n: int) -> Path:
+    """N messages on 8 queues of broker-a, one Parquet file per queue, and the manifest."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_provider_rocketmq.window.manifest import (
+        FileEntry,
+        QueueRange,
+        WindowManifest,
+        file_sha256,
+        staged_schema,
+        write_manifest,
+    )
+
+    directory.mkdir(parents=True)
+    schema = staged_schema()
+    files, ranges = [], []
+    per_queue = [n // QUEUES + (1 if q < n % QUEUES else 0) for q in range(QUEUES)]
+    body = np.frombuffer(b"x" * BODY, dtype=np.uint8)
+    for q, count in enumerate(per_queue):
+        offsets = np.arange(count, dtype=np.int64)
+        bodies = pa.FixedSizeBinaryArray.from_buffers(pa.binary(BODY), count,
+                                                      [None, pa.py_buffer(np.tile(body, count).tobytes())])
+        table = pa.table({
+            "topic": pa.array(["bench"] * count, pa.string()),
+            "broker": pa.array(["broker-a"] * count, pa.string()),
+            "queue_id": pa.array(np.full(count, q, dtype=np.int32)),
+            "queue_offset": pa.array(offsets),
+            "msg_id": pa.array([f"m-{q}-{o}" for o in range(count)], pa.string()),
+            "tags": pa.array(["t"] * count, pa.string()),
+            "keys": pa.nulls(count, pa.string()),
+            "properties": pa.nulls(count, schema.field("properties").type),
+            "born_timestamp": pa.array(1_700_000_000_000 + offsets),
+            "store_timestamp": pa.array(1_700_000_000_500 + offsets),
+            "reconsume_times": pa.array(np.zeros(count, dtype=np.int32)),
+            "body": bodies.cast(pa.binary()),
+            "window_id": pa.array(["bench"] * count, pa.string()),
+        }, schema=schema)
+        path = directory / f"q{q}.parquet"
+        pq.write_table(table, path, compression="zstd")
+        files.append(FileEntry(path.name, count, path.stat().st_size, file_sha256(path)))
+        ranges.append(QueueRange("broker-a", q, 0, count, count, count))
+    m = WindowManifest(window_id="bench", topic="bench", consumer_group="bench", queues=ranges, files=files,
+                       messages=n, bytes=n * BODY)
+    return Path(write_manifest(m, directory))
+
+
+# --- output kinds: name -> (output URL, extra environment) for one run --------------------------
+
+class Context:
+    """What kinds need: a scratch directory, a lazily started moto server."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self._s3: Any = None
+
+    @property
+    def s3(self) -> Any:
+        if self._s3 is None:
+            from s3_server import MotoS3
+
+            self._s3 = MotoS3()
+        return self._s3
+
+    def close(self) -> None:
+        if self._s3 is not None:
+            self._s3.stop()
+
+
+def _local(ctx: Context, run: str) -> tuple[str, dict[str, str], list[int]]:
+    return str(ctx.scratch / "out" / run), {}, []
+
+
+def _s3(ctx: Context, run: str) -> tuple[str, dict[str, str], list[int]]:
+    bucket = ctx.s3.new_bucket("bench")
+    opts = {k: v for k, v in ctx.s3.storage_options.items() if k != "skip_instance_cache"}
+    return f"s3://{bucket}/{run}", {"ROCKETMQ_OUTPUT_STORAGE_OPTIONS": json.dumps(opts)}, [ctx.s3.proc.pid]
+
+
+KINDS: dict[str, Callable[[Context, str], tuple[str, dict[str, str], list[int]]]] = {
+    "local": _local,
+    "s3": _s3,
+}
+
+
+# --- per-process CPU sampling -----------------------------------------------------------------
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.extend(int(c) for c in fh.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _cpu_and_cmd(pid: int) -> tuple[float, str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK, cmd
+
+
+def _klass(cmd: str) -> str:
+    if "java" in cmd.split(" ", 1)[0]:
+        return "driver JVM"
+    if "_load_throughput_app" in cmd:
+        return "python driver"
+    if "pyspark" in cmd or "daemon" in cmd or "worker" in cmd:
+        return "python workers"
+    if "moto" in cmd or "s3_server" in cmd:
+        return "moto"
+    return "other"
+
+
+class Sampler(threading.Thread):
+    """CPU seconds of every process under ``root`` (and ``extra`` pids), sampled every 0.2 s."""
+
+    def __init__(self, root: int, extra: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.root, self.extra = root, extra
+        self.samples: list[tuple[float, dict[int, tuple[str, float]]]] = []
+        self.stop_event = threading.Event()
+
+    def snapshot(self) -> dict[int, tuple[str, float]]:
+        seen: dict[int, tuple[str, float]] = {}
+        todo = [self.root, *self.extra]
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            got = _cpu_and_cmd(pid)
+            if got is None:
+                continue
+            seen[pid] = (_klass(got[1]), got[0])
+            if pid not in self.extra:
+                todo.extend(_children(pid))
+        return seen
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.samples.append((time.time(), self.snapshot()))
+            self.stop_event.wait(0.2)
+
+    def cpu_between(self, start: float, end: float) -> dict[str, float]:
+        before = max((s for s in self.samples if s[0] <= start), key=lambda s: s[0], default=None)
+        after = min((s for s in self.samples if s[0] >= end), key=lambda s: s[0], default=None)
+        if before is None or after is None:
+            return {}
+        # a process seen only at the end started during the load: all its CPU counts
+        out: dict[str, float] = {}
+        last_seen: dict[int, tuple[str, float]] = {}
+        for t, snap in self.samples:
+            if before[0] <= t <= after[0]:
+                last_seen.update(snap)
+        for pid, (klass, cpu) in last_seen.items():
+            out[klass] = out.get(klass, 0.0) + cpu - before[1].get(pid, (klass, 0.0))[1]
+        return out
+
+
+def one_run(ctx: Context, kind: str, manifest: Path, label: str) -> dict[str, Any]:
+    url, env_extra, extra_pids = KINDS[kind](ctx, label)
+    result = ctx.scratch / f"{label}.json"
+    exe = Path(sys.prefix) / "bin" / "spark-submit"
+    cmd = [str(exe), "--master", "local[2]", "--driver-memory", "2g", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.sql.shuffle.partitions=2", APP, str(result), "--manifest", str(manifest), "--output", url]
+    env = {**os.environ, **env_extra}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = Sampler(proc.pid, extra_pids)
+    sampler.start()
+    out, err = proc.communicate()
+    sampler.stop_event.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{label}: spark-submit exit {proc.returncode}\n{(out + err)[-4000:]}")
+    r = json.loads(result.read_text())
+    r["cpu"] = sampler.cpu_between(r["start"], r["end"])
+    if kind == "local":
+        shutil.rmtree(url, ignore_errors=True)
+    return r
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1000000")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--kinds", default="local,s3")
+    p.add_argument("--rss-sizes", default="1000000,5000000")
+    args = p.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="load-bench-"))
+    ctx = Context(scratch)
+    try:
+        windows: dict[int, Path] = {}
+
+        def window(n: int) -> Path:
+            if n not in windows:
+                t0 = time.perf_counter()
+                windows[n] = stage_window(scratch / f"w{n}", n)
+                print(f"staged {n:,} x {BODY} B in {time.perf_counter() - t0:.1f} s", flush=True)
+            return windows[n]
+
+        for n in (int(s) for s in args.sizes.split(",") if s):
+            for kind in args.kinds.split(","):
+                rates = []
+                for i in range(args.runs):
+                    r = one_run(ctx, kind, window(n), f"{kind}-{n}-{i}")
+                    secs = r["end"] - r["start"]
+                    rate = r["rows_out"] / secs
+                    rates.append(rate)
+                    cpu = ", ".join(f"{k} {v / (r['rows_out'] / 1e6):.1f}" for k, v in sorted(r["cpu"].items()))
+                    print(f"{kind:6} n={n:,} run {i + 1}: {r['rows_out']:,} rows in {secs:.1f} s = {rate:,.0f} rows/s; "
+                          f"CPU-s/M: {cpu}; peak RSS python driver {r['driver_rss_mb']:.0f} MB, "
+                          f"JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
+                print(f"{kind:6} n={n:,}: median {sorted(rates)[len(rates) // 2]:,.0f} rows/s", flush=True)
+        rss_sizes = [int(s) for s in args.rss_sizes.split(",") if s]
+        if rss_sizes:
+            rss = {}
+            for n in rss_sizes:
+                r = one_run(ctx, "local", window(n), f"rss-{n}")
+                rss[n] = r
+                print(f"rss    n={n:,}: {r['rows_out'] / (r['end'] - r['start']):,.0f} rows/s; peak RSS python "
+                      f"driver {r['driver_rss_mb']:.0f} MB, JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
+            lo, hi = min(rss_sizes), max(rss_sizes)
+            print(f"driver peak RSS {hi:,} vs {lo:,}: python driver {rss[hi]['driver_rss_mb'] - rss[lo]['driver_rss_mb']:+.0f}"
+                  f" MB, JVM {rss[hi]['jvm_rss_mb'] - rss[lo]['jvm_rss_mb']:+.0f} MB", flush=True)
+    finally:
+        ctx.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
