@@ -76,7 +76,7 @@ if TYPE_CHECKING:
 
 PROG = "load_window"
 BODY_FORMATS = ("utf8", "json", "binary")
-STAGED_READS = ("auto", "spark", "driver")
+STAGED_READS = ("auto", "spark", "tasks", "driver")
 WRITERS = ("tasks", "spark")
 # fsspec storage options of an object store output (JSON object): the environment, never argv
 STORAGE_OPTIONS_ENV = "ROCKETMQ_OUTPUT_STORAGE_OPTIONS"
@@ -112,8 +112,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--body-format", choices=BODY_FORMATS, default="utf8",
                    help="utf8: body as string; json: body parsed to VARIANT; binary: body unchanged")
     p.add_argument("--staged-read", choices=STAGED_READS, default="auto",
-                   help="spark: executors read the staged files; driver: the driver reads them with "
-                        "pyarrow and hands Spark the rows; auto: spark for local files, else driver")
+                   help="spark: Spark's Parquet reader (Hadoop filesystems: s3:// is read as s3a://); "
+                        "tasks: Spark tasks read the files with pyarrow + fsspec (no Hadoop connector "
+                        "needed); driver: the driver reads them and hands Spark the rows (small windows); "
+                        "auto: spark for local files, else tasks")
     p.add_argument("--writer", choices=WRITERS, default="tasks",
                    help="tasks: Spark tasks write the files with pyarrow + fsspec (no Hadoop connector "
                         "needed); spark: DataFrame.write through the cluster's Hadoop connector "
@@ -283,6 +285,8 @@ def _read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
     if mode == "spark" or (mode == "auto" and local):
         # Hadoop names Amazon S3 "s3a"; the other object-store schemes are the same in fsspec and Hadoop
         return spark.read.parquet(*(("s3a://" + f[5:]) if f.startswith("s3://") else f for f in staged.files))
+    if mode in ("tasks", "auto"):
+        return _read_in_tasks(spark, list(staged.files))
     # the driver reads the files (any fsspec URL, e.g. s3:// when executors lack an S3 connector);
     # the window's rows then pass through the driver's memory
     import pyarrow as pa
@@ -298,6 +302,35 @@ def _read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
         else:
             tables.append(pq.read_table(_local(f)))
     return spark.createDataFrame(pa.concat_tables(tables))
+
+
+def _read_in_tasks(spark: SparkSession, files: list[str]) -> DataFrame:
+    """Staged files read by Spark tasks, one file per task, with pyarrow + fsspec: any fsspec URL,
+    no Hadoop connector, and the rows never pass through the driver. The tasks get the driver's
+    fsspec configuration (e.g. ``$FSSPEC_S3``) in their closure."""
+    import fsspec
+    import fsspec.config
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    with fsspec.open(files[0], "rb") as fh:
+        schema = pq.read_schema(fh)
+    conf = {k: dict(v) for k, v in fsspec.config.conf.items()}
+
+    def read(batches: Any) -> Any:
+        import fsspec
+        import fsspec.config
+        import pyarrow.parquet as pq
+
+        for k, v in conf.items():
+            fsspec.config.conf.setdefault(k, v)
+        for batch in batches:
+            for path in batch.column(0).to_pylist():
+                with fsspec.open(path, "rb") as fh:
+                    yield from pq.ParquetFile(fh).iter_batches(batch_size=65_536)
+
+    paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(len(files))
+    return paths.mapInArrow(read, from_arrow_schema(schema))
 
 
 def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Staged],

@@ -25,7 +25,7 @@ from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Produ
 from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
-from airflow_provider_rocketmq.spark.ledger import CRASH_ENV, CRASH_EXIT, LOADS_DIR, OutputStore
+from airflow_provider_rocketmq.spark.ledger import LOADS_DIR, OutputStore
 from airflow_provider_rocketmq.window.manifest import (
     QueueRange,
     WindowManifest,
@@ -95,19 +95,9 @@ class Step:
 
 
 @dataclass
-class Crash:
-    run: SparkRun
-    visible: list[Key]
-    entries: int
-    load_dirs: list[Path]
-    data_files: list[Path]
-
-
-@dataclass
 class Runs:
     root: Path
     steps: dict[str, Step] = field(default_factory=dict)
-    crashes: dict[str, Crash] = field(default_factory=dict)
     reads: dict[str, dict[str, Any]] = field(default_factory=dict)  # spark.read.parquet(output) figures
 
     def out(self, name: str) -> Path:
@@ -174,20 +164,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
     step("driver", "driver", w("driver", "wr", [(A, 0, range(6)), (B, 1, range(4))]), extra=("--staged-read", "driver"))
     step("outside", "outside", str(outside_window(root / "stage" / "outside")))
 
-    # two loads killed at a crash point, each recovered by a load in the application below
-    ca = w("crash-a", "wca", [(A, 0, range(8)), (A, 1, range(4))])
-    cb1, cb2 = w("crash-b1", "wcb1", [(A, 0, range(5))]), w("crash-b2", "wcb2", [(A, 1, range(5))])
-    for name, point, manifests in (("crash-a", "before_commit", [ca]), ("crash-b", "mid_publish", [cb1, cb2])):
-        out = r.out(name)
-        run = spark_submit(*[a for m in manifests for a in ("--manifest", m)], "--output", str(out),
-                           env={CRASH_ENV: point})
-        loads = out / LOADS_DIR
-        r.crashes[name] = Crash(run, visible(out), len(OutputStore(out).read().entries),
-                                sorted(p for p in loads.iterdir() if p.is_dir()),
-                                sorted(p for p in loads.rglob("*.parquet")))
-        if name == "crash-b":  # committed, one file published: what Spark reads before the recovery
-            plan.append({"label": "read-crash-b", "read": str(out)})
-        step(f"{name}-recover", name, *manifests)
+    # crashed drivers (kill -9 while tasks write, before the commit, while publishing) and concurrent
+    # loads, for every output kind: tests/spark/test_load_faults.py
 
     with EmbeddedCluster() as cluster:
         # an offsets hand-off read from a broker, into an output where a staged window holds 0..5 of queue 0
@@ -204,7 +182,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
         step("off-1", "offsets", offsets.manifest)
         step("off-2", "offsets", offsets.manifest)
 
-        # a window staged on S3: the driver reads it through fsspec (no s3a:// connector here)
+        # a window staged on S3: Spark tasks read it through fsspec (no s3a:// connector here)
         bucket = s3.new_bucket("lw")
         on_s3 = upload_window(s3, build_window(root / "stage" / "s3", "w3", [(A, 0, range(8)), (B, 2, range(5))]).parent,
                               bucket, "windows/w3")
@@ -343,38 +321,6 @@ def test_staged_rows_outside_their_manifest_ranges_fail_the_load(runs: Runs) -> 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_crash_before_the_ledger_commit_is_invisible_then_discarded(runs: Runs) -> None:
-    crash = runs.crashes["crash-a"]
-    assert crash.run.returncode == CRASH_EXIT, crash.run.output[-3000:]
-    assert "load_window: test crash at before_commit" in crash.run.output
-    # the rows were written and fsynced, but only under the hidden load directory
-    assert crash.visible == [] and crash.entries == 0
-    assert len(crash.load_dirs) == 1 and crash.data_files
-    rec = runs.steps["crash-a-recover"]
-    assert f"load_window: note: removed load {crash.load_dirs[0].name}" in rec.stderr
-    assert rec.counts() == {"windows": 1, "rows_in": 12, "rows_out": 12, "duplicates": 0, "already_loaded": 0}
-    assert rec.keys == sorted(keys("wca", A, 0, range(8)) + keys("wca", A, 1, range(4)))
-    assert not crash.load_dirs[0].exists()
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_crash_while_publishing_shows_no_duplicates_and_the_next_load_finishes_it(runs: Runs) -> None:
-    crash = runs.crashes["crash-b"]
-    assert crash.run.returncode == CRASH_EXIT, crash.run.output[-3000:]
-    full = sorted(keys("wcb1", A, 0, range(5)) + keys("wcb2", A, 1, range(5)))
-    # committed; one of the two files was moved into place before the driver died
-    assert crash.entries == 1
-    assert crash.visible in (full[:5], full[5:])
-    assert runs.reads["read-crash-b"]["rows"] == runs.reads["read-crash-b"]["distinct"] == 5
-    rec = runs.steps["crash-b-recover"]
-    assert f"load_window: note: finished publishing load {crash.load_dirs[0].name}" in rec.stderr
-    assert rec.counts() == {"windows": 2, "rows_in": 10, "rows_out": 0, "duplicates": 0, "already_loaded": 10}
-    assert rec.keys == full
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
 def test_offsets_handoff_is_read_from_the_brokers_into_the_same_ledger(runs: Runs) -> None:
     s = runs.steps
     assert s["off-staged"].counts()["rows_out"] == 6
@@ -393,7 +339,7 @@ def test_offsets_handoff_is_read_from_the_brokers_into_the_same_ledger(runs: Run
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_window_staged_on_s3_is_read_by_the_driver(runs: Runs) -> None:
+def test_window_staged_on_s3_is_read_by_spark_tasks_through_fsspec(runs: Runs) -> None:
     first, again = runs.steps["s3-1"], runs.steps["s3-2"]
     assert first.counts() == {"windows": 1, "rows_in": 13, "rows_out": 13, "duplicates": 0, "already_loaded": 0}
     assert first.keys == sorted(keys("w3", A, 0, range(8)) + keys("w3", B, 2, range(5)))

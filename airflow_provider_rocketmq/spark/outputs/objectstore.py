@@ -121,6 +121,10 @@ class ObjectStoreTaskWriter:
         return write_partition(batches, task_tag, open_file)
 
 
+class _NothingLeft(Exception):
+    """Every load an abort entry was to name committed first."""
+
+
 class ObjectStoreParquetOutput:
     """A ledger-managed Parquet dataset on an object store (see the module docstring)."""
 
@@ -304,13 +308,17 @@ class ObjectStoreParquetOutput:
             if other.load_id in fates:
                 fates[other.load_id] = "committed"
                 self._publish(other)
+            if "aborted" not in fates.values():
+                raise _NothingLeft
 
         def make(s: int) -> lg.LedgerEntry:
             return lg.LedgerEntry(seq=s, load_id=my_id, committed_at=_now(), windows=(), ranges=lg.OffsetRanges(),
                                   files=(), rows=0, aborted=tuple(i for i, f in fates.items() if f == "aborted"))
 
-        if fates:
+        try:
             self._append(seq, make, load_id=my_id, check=check)
+        except _NothingLeft:
+            pass  # every candidate committed meanwhile: no abort entry
         return fates
 
     def _publish(self, entry: lg.LedgerEntry) -> None:
