@@ -88,7 +88,7 @@ def filesystem_class(url: str) -> type:
     except ImportError:  # pragma: no cover - fsspec comes with the spark and airflow extras
         raise ConfigError("--output", f"{url}: an object store output needs fsspec") from None
     try:
-        return get_filesystem_class(protocol)  # type: ignore[no-any-return]
+        return get_filesystem_class(protocol)  # type: ignore[no-any-return]  # fsspec is untyped
     except (ImportError, ValueError) as exc:
         raise ConfigError("--output", f"{url}: no filesystem for {protocol}:// ({exc}); "
                           f"supported: {_SUPPORTED}") from None
@@ -116,7 +116,7 @@ class ObjectStoreTaskWriter:
 
         def open_file(rel: str) -> IO[bytes]:
             # a buffered upload: the object appears whole when the file closes, or never
-            return fs.open(f"{self.staging}/{rel}", "wb")  # type: ignore[no-any-return]
+            return fs.open(f"{self.staging}/{rel}", "wb")  # type: ignore[no-any-return]  # fsspec is untyped
 
         return write_partition(batches, task_tag, open_file)
 
