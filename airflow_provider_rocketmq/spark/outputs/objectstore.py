@@ -338,7 +338,13 @@ class ObjectStoreParquetOutput:
             if not self.fs.exists(src):
                 raise lg.LedgerError(where, f"{f.path} is neither published nor in load {entry.load_id}'s "
                                      "staging prefix")
-            self.fs.copy(src, dst)
+            try:
+                self.fs.copy(src, dst)
+            except FileNotFoundError:
+                # another load's recover() published this committed load meanwhile and removed its staging
+                self.fs.invalidate_cache()
+                if not self.fs.exists(dst):
+                    raise
             lg.crash_hook("mid_publish")
         try:
             self.fs.rm(staging, recursive=True)
