@@ -94,6 +94,10 @@ def filesystem_class(url: str) -> type:
                           f"supported: {_SUPPORTED}") from None
 
 
+def _in_flight_conflict(exc: BaseException) -> bool:
+    return not isinstance(exc, FileExistsError) and "ConditionalRequestConflict" in str(exc)
+
+
 def _redact(text: str, options: Mapping[str, Any]) -> str:
     for value in options.values():
         if isinstance(value, str) and len(value) >= 4:
@@ -181,8 +185,16 @@ class ObjectStoreParquetOutput:
             return []
 
     def _create(self, path: str, data: bytes) -> None:
-        """Create ``path`` holding ``data`` if it does not exist (`FileExistsError` if it does)."""
-        self.fs.pipe_file(path, data, mode="create")
+        """Create ``path`` holding ``data`` if it does not exist (`FileExistsError` if it does).
+
+        S3 answers 409 ConditionalRequestConflict while another conditional write of the same key
+        is in flight; that request changed nothing, so it is retried (bounded, jittered)."""
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+        for attempt in Retrying(retry=retry_if_exception(_in_flight_conflict), stop=stop_after_attempt(6),
+                                wait=wait_random_exponential(multiplier=0.2, max=3), reraise=True):
+            with attempt:
+                self.fs.pipe_file(path, data, mode="create")
 
     # -- validation --------------------------------------------------------------------------------
     def validate(self) -> None:
