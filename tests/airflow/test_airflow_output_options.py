@@ -1,0 +1,49 @@
+"""hooks/storage.py: an Airflow connection -> the fsspec storage options a Spark load's object-store
+output gets through ``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS`` (the DAGs render it into env_vars)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.hooks.storage import output_storage_options
+
+SECRET = "0utput-Secret-Key"
+
+
+def test_s3_connection_gives_key_secret_and_extra_options(airflow_conn: Any) -> None:
+    with airflow_conn("lake", login="AKID", password=SECRET,
+                      extra={"endpoint_url": "http://127.0.0.1:9000", "client_kwargs": {"region_name": "eu-1"}}) as cid:
+        options = json.loads(output_storage_options("s3://bucket/orders", cid))
+    assert options == {"key": "AKID", "secret": SECRET, "endpoint_url": "http://127.0.0.1:9000",
+                       "client_kwargs": {"region_name": "eu-1"}}
+
+
+def test_the_secret_is_masked_in_what_airflow_logs(airflow_conn: Any) -> None:
+    from airflow.sdk.log import mask_secret  # noqa: F401 - the masker this Airflow uses
+
+    try:
+        from airflow.sdk._shared.secrets_masker import redact
+    except ImportError:  # pragma: no cover - older layout
+        from airflow.sdk.execution_time.secrets_masker import redact
+    with airflow_conn("lake_masked", login="AKID", password=SECRET) as cid:
+        rendered = output_storage_options("s3://bucket/orders", cid)
+    assert SECRET in rendered  # the job needs it ...
+    assert SECRET not in str(redact(rendered))  # ... Airflow's logs and rendered templates show ***
+
+
+def test_local_outputs_and_no_connection_give_nothing(airflow_conn: Any) -> None:
+    with airflow_conn("lake_local", login="AKID", password=SECRET) as cid:
+        assert output_storage_options("/data/orders", cid) == ""
+        assert output_storage_options("file:///data/orders", cid) == ""
+    assert output_storage_options("s3://bucket/orders", "") == ""
+    assert output_storage_options("s3://bucket/orders", None) == ""
+
+
+def test_missing_connection_names_it() -> None:
+    with pytest.raises(ConfigError) as err:
+        output_storage_options("s3://bucket/orders", "no_such_output_conn")
+    assert err.value.field == "output_conn_id" and "no_such_output_conn" in str(err.value)
