@@ -39,6 +39,7 @@ import pyarrow.dataset as ds
 import pytest
 from s3_server import MotoS3
 
+from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 from airflow_provider_rocketmq.spark.ledger import BARRIER_ENV, CRASH_ENV, CRASH_EXIT, LEDGER_DIR, LOADS_DIR
 from tests.spark.conftest import SparkRun, build_window
 
@@ -52,8 +53,10 @@ CASES = tuple(os.environ.get("ROCKETMQ_LOAD_FAULTS_CASES", "a,b,c0,c1,d,e,f").sp
 CRASHES = {c: p for c, p in {"a": "task_write", "b": "before_commit", "c0": "before_publish",
                              "c1": "mid_publish"}.items() if c in CASES}
 Key = tuple[str, int, int]  # broker, queue_id, queue_offset
+# two write tasks (shuffle partitions) even for the quick size: AQE would coalesce them into one
+TWO_TASKS = ["--conf", "spark.sql.adaptive.coalescePartitions.enabled=false"]
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(3600)]  # a hang guard: ~4 min on a quiet machine
 
 
 def expected(offsets: range) -> list[Key]:
@@ -121,8 +124,7 @@ def _argv(manifest: Path, url: str, *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., SparkRun],
-           spark_app: Callable[..., SparkRun], s3: MotoS3) -> Matrix:
+def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., SparkRun], s3: MotoS3) -> Matrix:
     root = tmp_path_factory.mktemp("faults")
     m = Matrix(root, s3, s3.new_bucket("faults"))
     w = build_window(root / "stage" / "w", "w", [(b, q, range(N)) for b, q in QUEUES])
@@ -134,14 +136,15 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[...,
 
     def crash(job: tuple[str, str, str]) -> SparkRun:
         kind, case, point = job
-        return spark_submit(*_argv(w, m.url(kind, case)), env={**m.env(), CRASH_ENV: point}, timeout=600)
+        return spark_app(LOAD_WINDOW_APP, *_argv(w, m.url(kind, case)), options=TWO_TASKS,
+                         env={**m.env(), CRASH_ENV: point}, timeout=600)
 
     with ThreadPoolExecutor(2) as pool:
         for (kind, case, _), run in zip(jobs, pool.map(crash, jobs)):
             m.crashes[(kind, case)] = (run, m.observe(kind, case))
         for kind in KINDS if "e" in CASES else ():
             barrier = root / f"barrier-{kind}"
-            pair = [pool.submit(spark_submit, *_argv(man, m.url(kind, "e")),
+            pair = [pool.submit(spark_app, LOAD_WINDOW_APP, *_argv(man, m.url(kind, "e")), options=TWO_TASKS,
                                 env={**m.env(), BARRIER_ENV: f"{barrier}:2"}, timeout=900) for man in (w, w_twin)]
             m.concurrent[kind] = [f.result() for f in pair]
 
@@ -164,8 +167,8 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[...,
                          "env": {CRASH_ENV: "task_fail_once"}})
     plan_file, results_file = root / "plan.json", root / "results.json"
     plan_file.write_text(json.dumps(plan))
-    app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]"],
-                    env=m.env())
+    app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]", *TWO_TASKS],
+                    env=m.env(), timeout=900)
     assert app.returncode == 0, app.output[-4000:]
     m.steps = {r["label"]: r for r in json.loads(results_file.read_text())}
     m.app_output = app.output
