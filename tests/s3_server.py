@@ -35,7 +35,7 @@ class MotoS3:
         cmd = ([sys.executable, __file__, str(self.port), "--ignore-if-none-match"] if ignore_if_none_match
                else [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)])
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded CI machine starts Python slowly
         while True:
             try:
                 urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
