@@ -528,7 +528,7 @@ CRASH_POINTS = ("task_write", "before_commit", "before_publish", "mid_publish")
 
 
 BARRIER_ENV = "ROCKETMQ_LOAD_WINDOW_TEST_BARRIER"  # "<directory>:<parties>"
-BARRIER_TIMEOUT = 600.0
+BARRIER_TIMEOUT = 1200.0
 
 
 def crash_hook(point: str) -> None:

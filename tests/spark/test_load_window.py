@@ -192,7 +192,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
         plan.append({"label": "read-overlap", "read": str(r.out("overlap"))})
         plan_file, results_file = root / "plan.json", root / "results.json"
         plan_file.write_text(json.dumps(plan))
-        app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP, env=fsspec_env(s3))
+        app = spark_submit(str(plan_file), str(results_file), app=STEPS_APP, env=fsspec_env(s3), timeout=1800)
     assert app.returncode == 0, app.output[-4000:]
     for res in json.loads(results_file.read_text()):
         if "read" in res["label"]:
