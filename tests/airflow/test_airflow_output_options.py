@@ -29,10 +29,17 @@ def test_the_secret_is_masked_in_what_airflow_logs(airflow_conn: Any) -> None:
         from airflow.sdk._shared.secrets_masker import redact
     except ImportError:  # pragma: no cover - older layout
         from airflow.sdk.execution_time.secrets_masker import redact
-    with airflow_conn("lake_masked", login="AKID", password=SECRET) as cid:
-        rendered = output_storage_options("s3://bucket/orders", cid)
-    assert SECRET in rendered  # the job needs it ...
-    assert SECRET not in str(redact(rendered))  # ... Airflow's logs and rendered templates show ***
+    # Airflow masks a connection's password (and extras with names it knows) by itself; an Azure
+    # account key in the extra is not one of those names: output_storage_options masks every value
+    account_key = "azure-Account-Key-0123456789"
+    with airflow_conn("lake_masked", login="AKID", password=SECRET,
+                      extra={"account_name": "lakeacct", "account_key": account_key}) as cid:
+        rendered = output_storage_options("abfs://container/orders", cid)
+        s3_rendered = output_storage_options("s3://bucket/orders", cid)
+    assert json.loads(rendered) == {"account_name": "lakeacct", "account_key": account_key}
+    assert account_key in rendered and SECRET in s3_rendered  # the job needs them ...
+    assert account_key not in str(redact(rendered))  # ... Airflow's logs and rendered templates show ***
+    assert SECRET not in str(redact(s3_rendered))
 
 
 def test_local_outputs_and_no_connection_give_nothing(airflow_conn: Any) -> None:
