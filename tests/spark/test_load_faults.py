@@ -293,9 +293,9 @@ def test_e_two_loads_of_one_output_at_once_one_commits(matrix: Matrix, kind: str
 def test_f_a_retried_task_attempt_publishes_its_rows_once(matrix: Matrix, kind: str) -> None:
     _need(kind, "f")
     s = step(matrix, f"{kind}-f")
-    # the first attempt of partition 0 wrote its files and failed; Spark ran it again
-    assert matrix.app_output.count("test failure of a task attempt after it wrote its files") >= 2
     assert counts(s)["rows_out"] == 3 * N
     exact(matrix.final[(kind, "f")], range(N))
+    # the first attempt of partition 0 wrote its files and failed; Spark ran it again
+    assert matrix.app_output.count("test failure of a task attempt after it wrote its files") >= 2
     seen = Counter(k for k in matrix.final[(kind, "f")].keys)
     assert max(seen.values()) == 1
