@@ -108,7 +108,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="window manifest (file or window directory); repeatable")
     p.add_argument("--output", required=True, metavar="DIR|URL",
                    help="output Parquet dataset, partitioned by window_id: a local or mounted directory, or "
-                        "an object store URL (s3://, gs://, abfs://); see spark/outputs/")
+                        "an object store URL (s3://, gs://, abfs://); or an Iceberg table: "
+                        "iceberg://<catalog>/<namespace>.<table>[?create=true]; see spark/outputs/")
     p.add_argument("--body-format", choices=BODY_FORMATS, default="utf8",
                    help="utf8: body as string; json: body parsed to VARIANT; binary: body unchanged")
     p.add_argument("--staged-read", choices=STAGED_READS, default="auto",
@@ -123,6 +124,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--storage-options-file", metavar="PATH",
                    help="JSON object of fsspec storage options for an object store output (merged over "
                         f"${STORAGE_OPTIONS_ENV} and fsspec's own configuration)")
+    p.add_argument("--catalog-conf", metavar="PATH",
+                   help="iceberg:// output: a file of catalog properties (JSON object or key=value lines) added "
+                        "to pyiceberg's own configuration; default: the file $ROCKETMQ_ICEBERG_CATALOG_CONF names")
     p.add_argument("--abandon-after", type=float, default=None, metavar="SECONDS",
                    help="object store outputs: an uncommitted load older than this is discarded by the next "
                         "load (default 21600); a live load that old fails with a conflict instead of committing")
@@ -163,8 +167,8 @@ def storage_options(args: argparse.Namespace, environ: Mapping[str, str] | None 
     """The output's fsspec storage options: fsspec's configuration for the URL's protocol
     (e.g. ``$FSSPEC_S3``), then ``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS``, then
     ``--storage-options-file``. They travel to the executors inside the tasks, never on argv."""
-    if not is_url(args.output):
-        return {}
+    if not is_url(args.output) or args.output.startswith("iceberg://"):
+        return {}  # an Iceberg table's storage is configured in its catalog's properties
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     try:
@@ -188,6 +192,15 @@ def storage_options(args: argparse.Namespace, environ: Mapping[str, str] | None 
     return out
 
 
+def _catalog_properties(args: argparse.Namespace) -> dict[str, str]:
+    """An ``iceberg://`` output's catalog properties from ``--catalog-conf`` or its environment variable."""
+    if not args.output.startswith("iceberg://"):
+        return {}
+    from airflow_provider_rocketmq.spark.outputs.iceberg_table import catalog_properties
+
+    return catalog_properties(args.catalog_conf)
+
+
 def _read_text(path: str | None) -> str | None:
     if path is None:
         return None
@@ -201,7 +214,8 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
     """Load the manifests into ``args.output``; returns the counts. Uses ``spark`` when given
     (and leaves it running), else starts a session only if there is something to read."""
     staged = load_manifests(args.manifest)
-    out = open_output(args.output, storage_options(args), abandon_after=args.abandon_after)
+    out = open_output(args.output, storage_options(args), abandon_after=args.abandon_after,
+                      catalog_properties=_catalog_properties(args), body_format=args.body_format)
     out.validate()
     for note in out.recover():
         _note(note)
@@ -365,7 +379,7 @@ def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Stag
         first = Window.partitionBy(*DEDUP_KEY).orderBy(_ORDER)
         rows = (df.where(F.col(_CLASS) == "new").withColumn(_RANK, F.row_number().over(first))
                 .where(F.col(_RANK) == 1).drop(_CLASS, _ORDER, _RANK))
-        rows = _convert_body(rows, args.body_format, F)
+        rows = _convert_body(rows, args.body_format, F, getattr(load, "json_variant", True))
         if args.writer == "spark":
             target, written = getattr(load, "spark_target", None), getattr(load, "spark_written", None)
             if target is None or written is None:
@@ -379,7 +393,7 @@ def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Stag
     return sum(by_class.values()), int(by_class.get("loaded", 0)), files
 
 
-def _convert_body(df, body_format: str, F):  # type: ignore[no-untyped-def]  # pyspark types are optional
+def _convert_body(df, body_format: str, F, json_variant: bool = True):  # type: ignore[no-untyped-def]  # pyspark types are optional
     if body_format == "binary":
         return df
     text = F.col("body").cast("string")  # Spark's binary->string cast decodes UTF-8
@@ -390,7 +404,8 @@ def _convert_body(df, body_format: str, F):  # type: ignore[no-untyped-def]  # p
         r = bad[0]
         raise LoadError(f"--body-format json: body of {r.topic} {r.broker}:{r.queue_id} offset "
                         f"{r.queue_offset} is not valid JSON")
-    return df.withColumn("body", F.parse_json(text))
+    # VARIANT for Parquet outputs; kinds that cannot store it keep the validated text
+    return df.withColumn("body", F.parse_json(text) if json_variant else text)
 
 
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
