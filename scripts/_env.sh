@@ -22,7 +22,7 @@ _rmq_die() { _rmq_log "error: $*"; return 1; }
 
 _rmq_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _rmq_venv="${_rmq_root}/.venv"
-_rmq_extras=".[airflow,spark,compression,test]"
+_rmq_extras=".[airflow,spark,compression,iceberg-test,test]"
 
 _rmq_pick_python() {
     local cand

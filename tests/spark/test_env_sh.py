@@ -66,7 +66,7 @@ def test_installs_once_then_reuses_until_pyproject_changes(scratch) -> None:
     assert first.returncode == 0, first.stderr
     calls = _uv_calls(log)
     assert len(calls) == 3, calls
-    assert "pip install" in calls[0] and "-e .[airflow,spark,compression,test]" in calls[0]
+    assert "pip install" in calls[0] and "-e .[airflow,spark,compression,iceberg-test,test]" in calls[0]
     # pyspark last, same version as installed, without touching its dependencies
     import importlib.metadata as md
 
