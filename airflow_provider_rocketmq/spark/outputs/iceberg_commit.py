@@ -31,7 +31,7 @@ from airflow_provider_rocketmq.spark.ledger import LedgerConflict, LedgerError, 
 from .base import DataFile
 from .iceberg_files import iceberg_data_files
 from .iceberg_ledger import (
-    TABLE_MARKER,
+    LAST_LOAD,
     LoadSnapshot,
     TableLedger,
     find_load,
@@ -119,8 +119,7 @@ class _Committer:
         props = summary_properties(self.load_id, self.windows, self.ranges, self.ledger.held | self.ranges,
                                    self.rows)
         tx = _without_retries(self.table).transaction()
-        if TABLE_MARKER not in self.table.metadata.properties:
-            tx.set_properties({TABLE_MARKER: "1"})
+        tx.set_properties({LAST_LOAD: self.load_id})
         with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
             for data_file in self.data_files:
                 append.append_data_file(data_file)

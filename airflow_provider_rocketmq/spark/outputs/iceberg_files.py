@@ -260,6 +260,8 @@ class _TaskFiles:
         """Remove every file this attempt started (they would be orphans: no commit lists them)."""
         for f in self.open.values():
             with contextlib.suppress(Exception):  # best effort: the file is deleted next
+                f.writer.close()
+            with contextlib.suppress(Exception):
                 f.stream.close()
         self.open.clear()
         delete_files(self.io, self.started)

@@ -18,9 +18,13 @@ What the table holds is the ``held`` of the newest load snapshot among the ances
 passed over; after a rollback the rolled-back loads are no longer ancestors, so their ranges
 (whose rows a reader no longer sees) count as not held and load again. Because ``held`` is
 cumulative, expiring older snapshots loses nothing as long as that newest load snapshot stays.
-If it was expired (history cut short before any load snapshot) while the table carries the
-`TABLE_MARKER` property every load sets, the ledger is gone: `read_ledger` raises `LedgerError`
-rather than load everything again as new.
+
+Every load's commit also sets the table property `LAST_LOAD` (its load id). When no ancestor
+is a load snapshot but the property names a load, `read_ledger` tells a rollback to before
+every load (the named load's snapshot is still in the metadata, the history is whole: nothing
+is held) from a ledger lost to snapshot expiry (the history stops at an expired parent, or the
+named snapshot is gone: pyiceberg's expiry clears the parent id of the oldest kept snapshot):
+then it raises `LedgerError` rather than load everything again as new.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ PROP_WINDOWS = "rocketmq.windows"
 PROP_RANGES = "rocketmq.ranges"
 PROP_HELD = "rocketmq.held"
 PROP_ROWS = "rocketmq.rows"
-# table property set by every load: "this table's history is a ledger", so a history cut short is an error
-TABLE_MARKER = "rocketmq.ledger"
+# table property every load's commit sets to its load id (tells a rollback from an expired ledger)
+LAST_LOAD = "rocketmq.last-load"
 COMPRESS_OVER = 2048
 _ZLIB = "zlib:"
 
@@ -168,13 +172,16 @@ def read_ledger(metadata: TableMetadata, table: str) -> TableLedger:
         load = load_of(snapshot)
         if load is not None:
             return TableLedger(load.held, load, base)
-    if not complete and TABLE_MARKER in metadata.properties:
-        oldest = lineage[-1] if lineage else None
-        raise LedgerError(table, "the table was loaded before but its history no longer holds a load snapshot "
-                          f"(snapshot {oldest.parent_snapshot_id if oldest else '?'} and older were expired while "
-                          "another writer's snapshot was current): the loaded offset ranges are unknown, so this "
-                          "load stops rather than risk duplicates; when expiring snapshots keep the newest one "
-                          f"whose summary has {PROP_HELD}")
+    last = metadata.properties.get(LAST_LOAD)
+    if last is not None:
+        kept = any(_summary(s).get(PROP_LOAD_ID) == last for s in metadata.snapshots)
+        if not complete or not kept:
+            raise LedgerError(table, f"the table was loaded (last by load {last}) but main's history no longer "
+                              "holds a load snapshot: it was expired while another writer's snapshot was current. "
+                              "The loaded offset ranges are unknown, so this load stops rather than risk "
+                              "duplicates. When expiring snapshots keep the newest one whose summary has "
+                              f"{PROP_HELD}; if the table holds none of the loaded rows any more, remove the table "
+                              f"property {LAST_LOAD} to load from scratch")
     return TableLedger(OffsetRanges(), None, base)
 
 

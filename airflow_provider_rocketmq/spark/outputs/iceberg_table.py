@@ -34,8 +34,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from airflow_provider_rocketmq.client.errors import ConfigError
 
-from .iceberg_ledger import TABLE_MARKER
-
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.partitioning import PartitionSpec
@@ -268,8 +266,7 @@ def open_table(catalog: Catalog, target: IcebergTarget, body_format: str) -> tup
     for attempt in range(2):
         try:
             table = catalog.create_table(target.identifier, schema=schema,
-                                         partition_spec=new_spec(schema, target.partition),
-                                         properties={TABLE_MARKER: "1"})
+                                         partition_spec=new_spec(schema, target.partition))
             return table, True
         except TableAlreadyExistsError:  # a concurrent load created it first
             table = catalog.load_table(target.identifier)
