@@ -7,6 +7,8 @@ driver (`_load_throughput_app.py`) that starts the Spark session, then times onl
 
 - ``local``: a directory on local disk;
 - ``s3``: ``s3://`` on moto's S3 server on 127.0.0.1 (s3fs in the Spark tasks);
+- ``iceberg``: an Iceberg table (created by the load) in a pyiceberg SQL catalog on sqlite, its
+  warehouse on local disk (pyiceberg's FileIO in the Spark tasks, one snapshot per load);
 - more kinds register in `KINDS` (name -> function giving the ``--output`` URL and environment).
 
 Printed per run: rows/s (rows_out / time of the load call), and CPU seconds per million rows by
@@ -16,7 +18,8 @@ and the moto server — sampled from /proc every 0.2 s; then the peak RSS (VmHWM
 Python driver and of the JVM. Asserts nothing; other processes on the machine make figures noisy.
 
     .venv/bin/python bench/load_throughput.py [--sizes 1000000,5000000] [--runs 3] [--kinds local,s3]
-        [--rss-sizes 1000000,5000000]   # sizes whose driver RSS is compared (one local run each)
+        [--rss-sizes 1000000,5000000]   # sizes whose driver RSS is compared (one run each)
+        [--rss-kinds local,iceberg]     # kinds whose driver RSS is compared
 """
 
 from __future__ import annotations
@@ -124,9 +127,19 @@ def _s3(ctx: Context, run: str) -> tuple[str, dict[str, str], list[int]]:
     return f"s3://{bucket}/{run}", {"ROCKETMQ_OUTPUT_STORAGE_OPTIONS": json.dumps(opts)}, [ctx.s3.proc.pid]
 
 
+def _iceberg(ctx: Context, run: str) -> tuple[str, dict[str, str], list[int]]:
+    home = ctx.scratch / f"iceberg-{run}"  # a catalog and warehouse per run, removed after it
+    home.mkdir()
+    conf = home / "catalog.json"
+    conf.write_text(json.dumps({"type": "sql", "uri": f"sqlite:///{home}/catalog.db",
+                                "warehouse": f"file://{home}/warehouse"}))
+    return "iceberg://bench/db.orders?create=true", {"ROCKETMQ_ICEBERG_CATALOG_CONF": str(conf)}, []
+
+
 KINDS: dict[str, Callable[[Context, str], tuple[str, dict[str, str], list[int]]]] = {
     "local": _local,
     "s3": _s3,
+    "iceberg": _iceberg,
 }
 
 
@@ -230,6 +243,8 @@ def one_run(ctx: Context, kind: str, manifest: Path, label: str) -> dict[str, An
     r["cpu"] = sampler.cpu_between(r["start"], r["end"])
     if kind == "local":
         shutil.rmtree(url, ignore_errors=True)
+    elif kind == "iceberg":
+        shutil.rmtree(ctx.scratch / f"iceberg-{label}", ignore_errors=True)
     return r
 
 
@@ -239,6 +254,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--kinds", default="local,s3")
     p.add_argument("--rss-sizes", default="1000000,5000000")
+    p.add_argument("--rss-kinds", default="local")
     args = p.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="load-bench-"))
     ctx = Context(scratch)
@@ -266,16 +282,17 @@ def main() -> None:
                           f"JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
                 print(f"{kind:6} n={n:,}: median {sorted(rates)[len(rates) // 2]:,.0f} rows/s", flush=True)
         rss_sizes = [int(s) for s in args.rss_sizes.split(",") if s]
-        if rss_sizes:
+        for kind in (k for k in args.rss_kinds.split(",") if k and rss_sizes):
             rss = {}
             for n in rss_sizes:
-                r = one_run(ctx, "local", window(n), f"rss-{n}")
+                r = one_run(ctx, kind, window(n), f"rss-{kind}-{n}")
                 rss[n] = r
-                print(f"rss    n={n:,}: {r['rows_out'] / (r['end'] - r['start']):,.0f} rows/s; peak RSS python "
-                      f"driver {r['driver_rss_mb']:.0f} MB, JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
+                print(f"rss {kind:7} n={n:,}: {r['rows_out'] / (r['end'] - r['start']):,.0f} rows/s; peak RSS "
+                      f"python driver {r['driver_rss_mb']:.0f} MB, JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
             lo, hi = min(rss_sizes), max(rss_sizes)
-            print(f"driver peak RSS {hi:,} vs {lo:,}: python driver {rss[hi]['driver_rss_mb'] - rss[lo]['driver_rss_mb']:+.0f}"
-                  f" MB, JVM {rss[hi]['jvm_rss_mb'] - rss[lo]['jvm_rss_mb']:+.0f} MB", flush=True)
+            print(f"{kind}: driver peak RSS {hi:,} vs {lo:,}: python driver "
+                  f"{rss[hi]['driver_rss_mb'] - rss[lo]['driver_rss_mb']:+.0f} MB, JVM "
+                  f"{rss[hi]['jvm_rss_mb'] - rss[lo]['jvm_rss_mb']:+.0f} MB", flush=True)
     finally:
         ctx.close()
         shutil.rmtree(scratch, ignore_errors=True)

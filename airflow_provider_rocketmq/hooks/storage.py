@@ -13,6 +13,12 @@ non-secret options (endpoint, region) in the connection.
 The connection: its ``extra`` (a JSON object) is taken as fsspec storage options as is; for
 ``s3://``/``s3a://`` outputs its login/password become ``key``/``secret``. Every string value
 is registered with Airflow's secrets masker, so rendered templates and logs show ``***``.
+
+For an ``iceberg://`` output the extra holds pyiceberg *catalog properties* (``type``, ``uri``,
+``warehouse``, ``s3.endpoint``, ``s3.secret-access-key``, ``credential``...; the job adds them to
+pyiceberg's own configuration, spark/outputs/iceberg_table.py); login and password are not used.
+The values of properties whose names suggest a secret (key, secret, password, token, credential,
+and ``uri``, which may embed a database password) are masked.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 from airflow_provider_rocketmq.client.errors import ConfigError
 
 _S3 = ("s3://", "s3a://")
+_SECRET_WORDS = ("key", "secret", "password", "token", "credential", "uri")
 
 
 def output_storage_options(output: str, conn_id: str | None = None) -> str:
@@ -38,6 +45,14 @@ def output_storage_options(output: str, conn_id: str | None = None) -> str:
         raise ConfigError("output_conn_id", f"connection {conn_id!r}: {exc}") from None
     options: dict[str, Any] = {}
     extra = conn.extra_dejson
+    if output.startswith("iceberg://"):
+        if not isinstance(extra, dict):
+            raise ConfigError(f"{conn_id}.extra", "must be a JSON object of Iceberg catalog properties")
+        bad = [k for k, v in extra.items() if not isinstance(v, (str, int, float, bool))]
+        if bad:
+            raise ConfigError(f"{conn_id}.extra.{bad[0]}", "a catalog property must be a string, number or boolean")
+        _mask({k: v for k, v in extra.items() if any(w in k.lower() for w in _SECRET_WORDS)})
+        return json.dumps(extra, sort_keys=True)
     if not isinstance(extra, dict):
         raise ConfigError(f"{conn_id}.extra", "must be a JSON object of fsspec storage options")
     options.update(extra)

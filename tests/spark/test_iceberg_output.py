@@ -99,6 +99,12 @@ def test_catalog_properties_from_a_file_or_the_environment(tmp_path: Path) -> No
     assert catalog_properties(None, {CONF_ENV: str(kv)}) == {"uri": "sqlite:///y.db", "s3.secret-access-key": "a=b"}
     assert catalog_properties(str(js), {CONF_ENV: str(kv)})["uri"] == "sqlite:///x.db"  # the flag wins
     assert catalog_properties(None, {}) == {}
+    env = {"ROCKETMQ_OUTPUT_STORAGE_OPTIONS": json.dumps({"uri": "sqlite:///z.db", "warehouse": "s3://w"}),
+           CONF_ENV: str(kv)}
+    assert catalog_properties(None, env) == {"uri": "sqlite:///y.db", "warehouse": "s3://w",
+                                             "s3.secret-access-key": "a=b"}  # the file wins over the JSON
+    with pytest.raises(ConfigError, match="ROCKETMQ_OUTPUT_STORAGE_OPTIONS: must be a JSON object"):
+        catalog_properties(None, {"ROCKETMQ_OUTPUT_STORAGE_OPTIONS": "[1]"})
 
 
 @pytest.mark.parametrize("content, text", [

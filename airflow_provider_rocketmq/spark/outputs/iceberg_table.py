@@ -15,8 +15,10 @@ ones winning, from
 
 1. pyiceberg's own configuration: ``.pyiceberg.yaml`` in ``$PYICEBERG_HOME`` or the home
    directory, and ``PYICEBERG_CATALOG__<CATALOG>__<PROPERTY>`` environment variables;
-2. a properties file named by ``$ROCKETMQ_ICEBERG_CATALOG_CONF`` or the loader's
-   ``--catalog-conf PATH``: a JSON object, or ``key=value`` lines (``#`` comments).
+2. ``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS``, a JSON object: what the example DAGs render from the
+   output's Airflow connection (its extra) into the job's environment;
+3. a properties file named by the loader's ``--catalog-conf PATH`` or else by
+   ``$ROCKETMQ_ICEBERG_CATALOG_CONF``: a JSON object, or ``key=value`` lines (``#`` comments).
 
 The executors get only the table's FileIO properties (storage endpoint and credentials; the
 catalog's ``uri``, tokens and passwords stay on the driver), inside the serialized Spark task.
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 
 SCHEME = "iceberg://"
 CONF_ENV = "ROCKETMQ_ICEBERG_CATALOG_CONF"
+OPTIONS_ENV = "ROCKETMQ_OUTPUT_STORAGE_OPTIONS"  # spark/load_window.py's STORAGE_OPTIONS_ENV
 PARTITIONINGS = ("window_id", "none")
 # FileIO property prefixes the executors need (pyiceberg.io); everything else stays on the driver
 _IO_PREFIXES = ("s3.", "gcs.", "adls.", "hdfs.", "oss.", "hf.", "client.", "py-io-impl", "pyarrow.")
@@ -104,6 +107,21 @@ def parse_target(output: str, where: str = "--output") -> IcebergTarget:
                          create in ("true", "1", "yes"), partition)
 
 
+def _json_properties(text: str, where: str, source: str = "") -> dict[str, str]:
+    at = f"{source}: " if source else ""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # the position only: the text may hold secrets
+        raise ConfigError(where, f"{at}not valid JSON ({exc.__class__.__name__} at char "
+                          f"{getattr(exc, 'pos', '?')})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(where, f"{at}must be a JSON object of catalog properties")
+    bad = [k for k, v in data.items() if not isinstance(v, (str, int, float, bool))]
+    if bad:
+        raise ConfigError(where, f"{at}property {bad[0]!r} must be a string, number or boolean")
+    return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in data.items()}
+
+
 def read_properties_file(path: str, where: str) -> dict[str, str]:
     """A catalog properties file: a JSON object of strings, or ``key=value`` lines."""
     try:
@@ -111,14 +129,7 @@ def read_properties_file(path: str, where: str) -> dict[str, str]:
     except OSError as exc:
         raise ConfigError(where, f"cannot read {path}: {exc.strerror or exc}") from None
     if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(where, f"{path}: not valid JSON ({exc})") from None
-        bad = [k for k, v in data.items() if not isinstance(v, (str, int, float, bool))]
-        if bad:
-            raise ConfigError(where, f"{path}: property {bad[0]!r} must be a string, number or boolean")
-        return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in data.items()}
+        return _json_properties(text, where, path)
     out: dict[str, str] = {}
     for n, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
@@ -132,14 +143,18 @@ def read_properties_file(path: str, where: str) -> dict[str, str]:
 
 
 def catalog_properties(conf_path: str | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Properties to add to pyiceberg's own catalog configuration (``--catalog-conf`` wins over the
-    ``$ROCKETMQ_ICEBERG_CATALOG_CONF`` file)."""
+    """Properties added to pyiceberg's own catalog configuration, later ones winning: the JSON object
+    in ``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS`` (what the example DAGs render from the output's Airflow
+    connection), then the ``--catalog-conf`` file (else the one ``$ROCKETMQ_ICEBERG_CATALOG_CONF`` names)."""
     env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    if env.get(OPTIONS_ENV):
+        out.update(_json_properties(env[OPTIONS_ENV], OPTIONS_ENV))
     if conf_path:
-        return read_properties_file(conf_path, "--catalog-conf")
-    if env.get(CONF_ENV):
-        return read_properties_file(env[CONF_ENV], CONF_ENV)
-    return {}
+        out.update(read_properties_file(conf_path, "--catalog-conf"))
+    elif env.get(CONF_ENV):
+        out.update(read_properties_file(env[CONF_ENV], CONF_ENV))
+    return out
 
 
 def require_pyiceberg() -> None:
