@@ -56,9 +56,11 @@ with DAG(
     start_date=datetime(2024, 1, 1),
     catchup=False,
     params={
-        "output": Param(OUTPUT, type="string", description="Spark output: a directory or s3://, gs://, abfs:// URL"),
+        "output": Param(OUTPUT, type="string", description="Spark output: a directory, an s3://, gs://, abfs:// URL "
+                        "or an Iceberg table iceberg://<catalog>/<namespace>.<table>[?create=true]"),
         "output_conn_id": Param(OUTPUT_CONN_ID, type="string", description="connection with the output's "
-                                "storage options (object stores); empty: the job's own configuration"),
+                                "storage options (object stores) or catalog properties (Iceberg); empty: the "
+                                "job's own configuration"),
     },
     user_defined_macros={"rocketmq_output_storage_options": output_storage_options},
     tags=["rocketmq", "spark", "example"],

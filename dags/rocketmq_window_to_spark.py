@@ -25,7 +25,9 @@ ROCKETMQ_DEMO_OUTPUT_CONN_ID (the default of ``output_conn_id``: an Airflow conn
 extra holds the output's fsspec storage options and whose login/password are the S3 key/secret,
 e.g. ``AIRFLOW_CONN_LAKE='{"conn_type": "generic", "login": "...", "password": "...",
 "extra": {"endpoint_url": "https://s3.example"}}'``). The options reach the Spark job as
-``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS`` (``env_vars``), not as arguments.
+``$ROCKETMQ_OUTPUT_STORAGE_OPTIONS`` (``env_vars``), not as arguments. For an Iceberg table
+(``output`` = ``iceberg://<catalog>/<namespace>.<table>?create=true``) the connection's extra holds
+the pyiceberg catalog properties instead (``type``, ``uri``, ``warehouse``, ``s3.*``...).
 """
 
 from __future__ import annotations
@@ -57,9 +59,11 @@ with DAG(
     catchup=False,
     params={
         "body_format": Param("utf8", enum=["utf8", "json", "binary"], description="how Spark decodes bodies"),
-        "output": Param(OUTPUT, type="string", description="Spark output: a directory or s3://, gs://, abfs:// URL"),
+        "output": Param(OUTPUT, type="string", description="Spark output: a directory, an s3://, gs://, abfs:// URL "
+                        "or an Iceberg table iceberg://<catalog>/<namespace>.<table>[?create=true]"),
         "output_conn_id": Param(OUTPUT_CONN_ID, type="string", description="connection with the output's "
-                                "storage options (object stores); empty: the job's own configuration"),
+                                "storage options (object stores) or catalog properties (Iceberg); empty: the "
+                                "job's own configuration"),
         # the window's knobs are templated: a run (or `airflow tasks test -t '{...}'`) may change them
         "max_messages": Param(1_000_000, type="integer", minimum=1, description="most messages in one window"),
         "staging_path": Param("", type="string", description="window directory or URL; empty: "

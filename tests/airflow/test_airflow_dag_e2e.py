@@ -254,3 +254,37 @@ def test_offsets_handoff_dag_loads_every_message_once_into_s3(demo: Demo, s3: An
     manifest = read_manifest(demo.manifests()[-1])
     assert manifest.handoff == "offsets" and manifest.files == [] and manifest.messages == 0
     assert sum(q.end_offset - q.start_offset for q in manifest.queues) == 40
+
+
+def test_window_dag_loads_every_message_once_into_an_iceberg_table(demo: Demo, s3: Any, tmp_path: Path) -> None:
+    """The staged-window DAG, unchanged, into an Iceberg table (issue 20): the ``output`` param is an
+    ``iceberg://`` URL and the connection named by ``output_conn_id`` holds the catalog's properties
+    (a pyiceberg SQL catalog on sqlite, its warehouse on moto's S3): they reach the Spark job in its
+    environment only; Spark's tasks write the data files to S3, one snapshot records the load."""
+    from pyiceberg.catalog import load_catalog
+
+    bucket = s3.new_bucket("dagice")
+    secret = "ic3-s3cr3t-only-in-the-environment"
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"s3://{bucket}/wh",
+               "s3.endpoint": s3.endpoint, "s3.access-key-id": "testing", "s3.secret-access-key": secret,
+               "s3.region": "us-east-1"}
+    demo.env.update({
+        "ROCKETMQ_DEMO_OUTPUT": "iceberg://lake/rocketmq.orders?create=true",
+        "ROCKETMQ_DEMO_OUTPUT_CONN_ID": "lake",
+        "AIRFLOW_CONN_LAKE": json.dumps({"conn_type": "generic", "extra": catalog}),
+    })
+    produced = demo.produce(40)
+    run = demo.dags_test()
+    assert run.returncode == 0, tail(run)
+    out = run.stdout + run.stderr
+    assert "rows_in=40 rows_out=40 duplicates=0 already_loaded=0" in out
+    assert "iceberg://lake/rocketmq.orders" in out and secret not in out
+    moto_secret = {**catalog, "s3.secret-access-key": "testing"}  # moto accepts any secret
+    table = load_catalog("lake", **moto_secret).load_table("rocketmq.orders")
+    loaded = [str(b).encode() for b in table.scan(selected_fields=("body",)).to_arrow().column("body").to_pylist()]
+    assert len(loaded) == len(set(loaded)) == 40 and sorted(loaded) == sorted(produced)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and len(table.metadata.snapshots) == 1
+    assert snapshot.summary is not None and snapshot.summary.additional_properties["rocketmq.rows"] == "40"
+    assert all(t.file.file_path.startswith(f"s3://{bucket}/wh/") for t in table.scan().plan_files())
+    assert demo.lag() == 0

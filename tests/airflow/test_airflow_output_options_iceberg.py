@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_rocketmq.client.errors import ConfigError  # noqa: E402
-from airflow_provider_rocketmq.hooks.storage import output_storage_options  # noqa: E402
+from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.hooks.storage import output_storage_options
 
 pytestmark = pytest.mark.airflow
 
@@ -36,8 +36,7 @@ def test_iceberg_connection_extra_is_the_catalog_properties(airflow_conn: Any) -
 
 
 def test_iceberg_connection_without_a_json_object_extra_is_refused(airflow_conn: Any) -> None:
-    with airflow_conn("lake_bad", extra=json.dumps({"nested": {"a": 1}})):
-        with pytest.raises(ConfigError) as exc:
-            output_storage_options("iceberg://lake/db.events", "lake_bad")
+    with airflow_conn("lake_bad", extra=json.dumps({"nested": {"a": 1}})), pytest.raises(ConfigError) as exc:
+        output_storage_options("iceberg://lake/db.events", "lake_bad")
     assert exc.value.field == "lake_bad.extra.nested"
     assert output_storage_options("iceberg://lake/db.events", "") == ""  # no connection: the job's own config

@@ -53,7 +53,7 @@ CASES = {"iceberg": (*CRASHES, "d", "e", "f"),
          "iceberg-s3": (*CRASHES, "d", "e", "f") if FULL else ("c", "d", "e")}
 Key = tuple[str, int, int]  # broker, queue_id, queue_offset
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def expected(offsets: range) -> list[Key]:
@@ -138,15 +138,15 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[...,
 
     def crash(job: tuple[str, str, str]) -> SparkRun:
         kind, case, point = job
-        return spark_submit(*m.argv(w, kind, case), env={CRASH_ENV: point})
+        return spark_submit(*m.argv(w, kind, case), env={CRASH_ENV: point}, timeout=600)
 
     with ThreadPoolExecutor(2) as pool:
         for (kind, case, _), run in zip(jobs, pool.map(crash, jobs)):
             m.crashes[(kind, case)] = (run, m.observe(kind, case))
         for kind in KINDS:
             barrier = root / f"barrier-{kind}"
-            pair = [pool.submit(spark_submit, *m.argv(man, kind, "e"), env={BARRIER_ENV: f"{barrier}:2"})
-                    for man in (w, w_twin)]
+            pair = [pool.submit(spark_submit, *m.argv(man, kind, "e"), env={BARRIER_ENV: f"{barrier}:2"},
+                                timeout=600) for man in (w, w_twin)]
             m.concurrent[kind] = [f.result() for f in pair]
 
     # phase 2: the next loads, on one Spark application that allows a task retry (case f)
@@ -163,7 +163,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[...,
                          "env": {CRASH_ENV: "task_fail_once"}})
     plan_file, results_file = root / "plan.json", root / "results.json"
     plan_file.write_text(json.dumps(plan))
-    app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]"])
+    app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]"], timeout=1200)
     assert app.returncode == 0, app.output[-4000:]
     m.steps = {r["label"]: r for r in json.loads(results_file.read_text())}
     m.app_output = app.output

@@ -24,13 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import DataFile
@@ -207,7 +204,6 @@ class _TaskFiles:
         self.open: dict[tuple[Any, ...], _OpenFile] = {}
         self.done: list[DataFile] = []
         self.started: list[str] = []
-        self._paused = False
 
     def write(self, batch: pa.RecordBatch) -> None:
         batch = batch.select(list(COLUMNS)).cast(self.arrow)
@@ -216,11 +212,8 @@ class _TaskFiles:
             f.pending.append(part)
             f.pending_bytes += part.nbytes
             f.rows += part.num_rows
-            if f.pending_bytes >= ROW_GROUP_BYTES or (not self._paused and pause_requested("task_write")):
+            if f.pending_bytes >= ROW_GROUP_BYTES:
                 self._flush(f)
-                if not self._paused:
-                    self._paused = True
-                    pause_hook("task_write")  # tests: one row group on disk, the file not closed
                 if f.written_bytes >= self.plan.target_file_bytes:
                     self._finish(values)
 
@@ -320,25 +313,3 @@ def iceberg_data_files(metadata: TableMetadata, io: FileIO, files: Sequence[Data
             file_size_in_bytes=f.bytes, sort_order_id=None, spec_id=spec_id, equality_ids=None,
             key_metadata=None, **stats.to_serialized_dict()))
     return out
-
-
-# --- test hook ------------------------------------------------------------------------------------
-
-PAUSE_ENV = "ROCKETMQ_LOAD_WINDOW_TEST_PAUSE"
-
-
-def pause_requested(point: str) -> bool:
-    return os.environ.get(PAUSE_ENV, "").partition(":")[0] == point
-
-
-def pause_hook(point: str) -> None:
-    """Tests only: when $ROCKETMQ_LOAD_WINDOW_TEST_PAUSE is ``<point>:<marker path>``, create the
-    marker and wait until ``<marker path>.go`` exists (or forever): the test kills the driver
-    there, or lets it go on once another load has committed."""
-    name, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
-    if name != point or not marker:
-        return
-    Path(marker).write_text(str(os.getpid()))
-    release = Path(marker + ".go")
-    while not release.exists():
-        time.sleep(0.05)
