@@ -19,10 +19,11 @@ from airflow_provider_rocketmq.spark.outputs.iceberg import IcebergOutput, Icebe
 KEY = ("topic", "broker", "queue_id", "queue_offset")
 
 
-def catalog_conf(directory: Path, warehouse: str | None = None, **extra: str) -> Path:
-    """A catalog properties file for a SQL catalog on sqlite (warehouse on local disk by default)."""
+def catalog_conf(directory: Path, warehouse: str | None = None, lock_timeout: float = 60, **extra: str) -> Path:
+    """A catalog properties file for a SQL catalog on sqlite (warehouse on local disk by default);
+    ``lock_timeout``: how long sqlite waits for another process's write lock (busy shared machines)."""
     directory.mkdir(parents=True, exist_ok=True)
-    props = {"type": "sql", "uri": f"sqlite:///{directory}/catalog.db",
+    props = {"type": "sql", "uri": f"sqlite:///{directory}/catalog.db?timeout={lock_timeout}",
              "warehouse": warehouse or f"file://{directory}/warehouse", **extra}
     path = directory / "catalog.json"
     path.write_text(json.dumps(props))

@@ -345,6 +345,20 @@ def test_a_task_that_fails_removes_the_files_it_started(tmp_path: Path) -> None:
     assert _data_files(out) == set()
 
 
+def test_a_task_with_many_open_files_bounds_what_it_buffers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+
+    from airflow_provider_rocketmq.spark.outputs import iceberg_files
+
+    conf = catalog_conf(tmp_path)
+    out = _table(URL, conf)
+    monkeypatch.setattr(iceberg_files, "TASK_BUFFER_BYTES", 1)  # every batch goes to disk at once
+    batches = [rows(f"w{i % 3}", "a", 0, range(10 * i, 10 * i + 10)) for i in range(9)]
+    files = out.begin().writer().write(batches, "00000-1")
+    assert sorted((f.window_id, f.rows) for f in files) == [("w0", 30), ("w1", 30), ("w2", 30)]
+    assert [pq.read_metadata(f.path.removeprefix("file://")).num_row_groups for f in files] == [3, 3, 3]
+
+
 def test_task_files_split_by_window_and_roll_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_provider_rocketmq.spark.outputs import iceberg_files
 
@@ -417,10 +431,7 @@ def test_a_catalog_that_keeps_refusing_gives_up_with_a_conflict(tmp_path: Path,
 def test_an_unknown_commit_outcome_keeps_the_files(tmp_path: Path) -> None:
     # the catalog database is locked by someone else when the load commits: the UPDATE fails
     # (not a refusal), the snapshot is not in the table, the load's files must stay in case
-    conf = catalog_conf(tmp_path)
-    props = conf_properties(conf)
-    props["uri"] += "?timeout=0.2"
-    conf.write_text(json.dumps(props))
+    conf = catalog_conf(tmp_path, lock_timeout=0.2)
     a = plan(URL, conf, ranges(("a", 0, 0, 4)), [rows("wa", "a", 0, range(4))])
     db = sqlite3.connect(str(tmp_path / "catalog.db"), isolation_level=None)
     db.execute("BEGIN IMMEDIATE")  # a writer's lock: readers go on, other writers wait

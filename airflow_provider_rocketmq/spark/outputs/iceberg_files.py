@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags", "keys", "properties",
            "born_timestamp", "store_timestamp", "reconsume_times", "body", "window_id")
 ROW_GROUP_BYTES = 64 << 20  # Arrow bytes buffered per open file before a row group is written
+TASK_BUFFER_BYTES = 128 << 20  # ... and for all open files of a task (many windows in one load)
 DEFAULT_TARGET_FILE_BYTES = 512 << 20  # Iceberg's write.target-file-size-bytes default
 # Parquet key-value metadata the driver reads back
 META_PARTITION = b"rocketmq.partition-source"
@@ -216,6 +217,8 @@ class _TaskFiles:
                 self._flush(f)
                 if f.written_bytes >= self.plan.target_file_bytes:
                     self._finish(values)
+            if sum(o.pending_bytes for o in self.open.values()) >= TASK_BUFFER_BYTES:
+                self._flush(max(self.open.values(), key=lambda o: o.pending_bytes))
 
     def _start(self, values: tuple[Any, ...], sources: tuple[Any, ...]) -> _OpenFile:
         import pyarrow.parquet as pq
