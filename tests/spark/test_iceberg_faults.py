@@ -14,14 +14,20 @@ files through pyiceberg's FileIO). Cases, each into its own table, loading one s
     plus new ones under another window id;
 (e) two loads of the same offsets into the same table at once (both planned against the same
     table state, held at a barrier until both reach the commit);
-(f) a task attempt fails after writing its files and Spark retries it (local[2,2]).
+(f) a task attempt fails after writing its files and Spark retries it (local[2,2]);
+
+and, on the local warehouse, two more loads through the same application: (j) JSON bodies
+(stored as the validated text; an invalid body fails the load before anything is committed) and
+(o) an offsets hand-off read from the embedded broker by the Spark tasks.
 
 After each, W is loaded again (the next DAG run) and the table must hold rows == distinct
 (topic, broker, queue, offset) == every offset of the loaded ranges, as pyiceberg and DuckDB read
 it; no data file of a killed or losing load is referenced by the table (they stay as orphans).
 
-Quick size in CI: N=1,000, every case on the local warehouse and (c), (d), (e) on S3;
-``ROCKETMQ_LOAD_FAULTS_FULL=1`` runs every case on both, ``ROCKETMQ_LOAD_FAULTS_N`` sets N.
+Quick size in CI: N=1,000, every case on the local warehouse and (c), (d) on S3 (the commit
+point is the catalog's, whatever the warehouse);
+``ROCKETMQ_LOAD_FAULTS_FULL=1`` runs every case on both, ``ROCKETMQ_LOAD_FAULTS_N`` sets N,
+``ROCKETMQ_LOAD_FAULTS_CASES=c,e`` / ``ROCKETMQ_LOAD_FAULTS_KINDS=iceberg`` run only those.
 """
 
 from __future__ import annotations
@@ -38,7 +44,11 @@ from typing import Any
 import pytest
 from s3_server import MotoS3
 
+from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer
+from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark.ledger import BARRIER_ENV, CRASH_ENV, CRASH_EXIT
+from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 from tests.spark.conftest import SparkRun, build_window
 from tests.spark.iceberg_helpers import catalog_conf, conf_properties, duckdb_keys
 
@@ -49,8 +59,14 @@ QUEUES = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0)]
 KINDS = ("iceberg", "iceberg-s3")
 CRASHES = {"a": "task_write", "b": "before_commit", "c": "mid_commit", "c1": "before_publish"}
 # what runs on each kind (crash cases and the others); CI keeps S3 to the cases that differ most
-CASES = {"iceberg": (*CRASHES, "d", "e", "f"),
-         "iceberg-s3": (*CRASHES, "d", "e", "f") if FULL else ("c", "d", "e")}
+CASES = {"iceberg": (*CRASHES, "d", "e", "f", "j", "o"),
+         "iceberg-s3": (*CRASHES, "d", "e", "f") if FULL else ("c", "d")}
+# a subset, to check one case quickly (e.g. while trying a mutation): ROCKETMQ_LOAD_FAULTS_CASES=c,e
+_ONLY = [c for c in os.environ.get("ROCKETMQ_LOAD_FAULTS_CASES", "").split(",") if c]
+if _ONLY:
+    CASES = {k: tuple(c for c in v if c in _ONLY) for k, v in CASES.items()}
+if os.environ.get("ROCKETMQ_LOAD_FAULTS_KINDS"):  # e.g. iceberg: the local warehouse only
+    CASES = {k: v if k in os.environ["ROCKETMQ_LOAD_FAULTS_KINDS"].split(",") else () for k, v in CASES.items()}
 Key = tuple[str, int, int]  # broker, queue_id, queue_offset
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -87,6 +103,7 @@ class Matrix:
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     app_output: str = ""
     final: dict[tuple[str, str], Observed] = field(default_factory=dict)
+    json_bodies: list[str] = field(default_factory=list)
 
     def url(self, kind: str, case: str) -> str:
         return f"iceberg://faults/db.{kind.replace('-', '_')}_{case}?create=true"
@@ -138,15 +155,15 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[...,
 
     def crash(job: tuple[str, str, str]) -> SparkRun:
         kind, case, point = job
-        return spark_submit(*m.argv(w, kind, case), env={CRASH_ENV: point}, timeout=600)
+        return spark_submit(*m.argv(w, kind, case), env={CRASH_ENV: point}, timeout=1200)
 
     with ThreadPoolExecutor(2) as pool:
         for (kind, case, _), run in zip(jobs, pool.map(crash, jobs)):
             m.crashes[(kind, case)] = (run, m.observe(kind, case))
-        for kind in KINDS:
+        for kind in kinds_with("e"):
             barrier = root / f"barrier-{kind}"
             pair = [pool.submit(spark_submit, *m.argv(man, kind, "e"), env={BARRIER_ENV: f"{barrier}:2"},
-                                timeout=600) for man in (w, w_twin)]
+                                timeout=1200) for man in (w, w_twin)]
             m.concurrent[kind] = [f.result() for f in pair]
 
     # phase 2: the next loads, on one Spark application that allows a task retry (case f)
@@ -155,30 +172,66 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[...,
         for case in CRASHES:
             if case in CASES[kind]:
                 plan.append({"label": f"{kind}-{case}", "argv": m.argv(w, kind, case), "output": m.url(kind, case)})
-        plan.append({"label": f"{kind}-e-again", "argv": m.argv(w_twin, kind, "e"), "output": m.url(kind, "e")})
-        plan.append({"label": f"{kind}-d-1", "argv": m.argv(w, kind, "d"), "output": m.url(kind, "d")})
-        plan.append({"label": f"{kind}-d-2", "argv": m.argv(w_more, kind, "d"), "output": m.url(kind, "d")})
+        if "e" in CASES[kind]:
+            plan.append({"label": f"{kind}-e-again", "argv": m.argv(w_twin, kind, "e"), "output": m.url(kind, "e")})
+        if "d" in CASES[kind]:
+            plan.append({"label": f"{kind}-d-1", "argv": m.argv(w, kind, "d"), "output": m.url(kind, "d")})
+            plan.append({"label": f"{kind}-d-2", "argv": m.argv(w_more, kind, "d"), "output": m.url(kind, "d")})
         if "f" in CASES[kind]:
             plan.append({"label": f"{kind}-f", "argv": m.argv(w, kind, "f"), "output": m.url(kind, "f"),
                          "env": {CRASH_ENV: "task_fail_once"}})
-    plan_file, results_file = root / "plan.json", root / "results.json"
-    plan_file.write_text(json.dumps(plan))
-    app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]"], timeout=1200)
+    if "j" in CASES["iceberg"]:
+        good = build_window(root / "stage" / "json", "wj", [("broker-a", 0, range(5))],
+                            body=lambda b, q, o: json.dumps({"n": o, "b": b}).encode())
+        bad = build_window(root / "stage" / "json-bad", "wjb", [("broker-a", 1, range(3))],
+                           body=lambda b, q, o: b"{oops" if o == 1 else b"{}")
+        for label, man in (("iceberg-j-bad", bad), ("iceberg-j", good)):
+            plan.append({"label": label, "argv": [*m.argv(man, "iceberg", "j"), "--body-format", "json"],
+                         "output": m.url("iceberg", "j")})
+    with EmbeddedCluster() as cluster:
+        if "o" in CASES["iceberg"]:
+            cluster.create_topic("orders", 2)
+            cfg = ClientConfig(namesrv_addr=cluster.namesrv_addr)
+            with Producer(cfg, group="ice_p") as producer:
+                for q in (0, 1):
+                    producer.send_batch([Message("orders", f"live/{q}/{i}".encode()) for i in range(10)],
+                                        queue=MessageQueue("orders", cluster.brokers[0].name, q))
+            with Admin(cfg) as admin:
+                offsets = snapshot_window(OffsetsWindow("orders", "ice_g", str(root / "stage" / "offsets"),
+                                                        window_id="wo"), admin, namesrv=cluster.namesrv_addr)
+            for label in ("iceberg-o-1", "iceberg-o-2"):
+                plan.append({"label": label, "argv": m.argv(Path(offsets.manifest), "iceberg", "o"),
+                             "output": m.url("iceberg", "o")})
+        plan_file, results_file = root / "plan.json", root / "results.json"
+        plan_file.write_text(json.dumps(plan))
+        app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]"],
+                        timeout=1200)
     assert app.returncode == 0, app.output[-4000:]
     m.steps = {r["label"]: r for r in json.loads(results_file.read_text())}
     m.app_output = app.output
     for kind in KINDS:
         for case in CASES[kind]:
             m.final[(kind, case)] = m.observe(kind, case)
+    if "j" in CASES["iceberg"]:
+        m.json_bodies = _bodies(m, "j")
     _print_figures(m)
     if os.environ.get("ROCKETMQ_LOAD_FAULTS_KEEP") is None:
         shutil.rmtree(root / "stage", ignore_errors=True)
     return m
 
 
+def _bodies(m: Matrix, case: str) -> list[str]:
+    from pyiceberg.catalog import load_catalog
+
+    table = load_catalog("faults", **conf_properties(m.confs["iceberg"])).load_table(f"db.iceberg_{case}")
+    return sorted(table.scan(selected_fields=("body",)).to_arrow().column("body").to_pylist())
+
+
 def _print_figures(m: Matrix) -> None:
     lines = ["kind        case  after-crash rows/distinct/dup  final rows distinct duplicates lost  orphans"]
     for (kind, case), obs in sorted(m.final.items()):
+        if case in ("j", "o"):
+            continue
         want = expected(range(N + N // 2)) if case == "d" else expected(range(N))
         crash = m.crashes.get((kind, case))
         at_crash = "-" if crash is None else "/".join(str(v) for v in crash[1].figures.values())
@@ -300,3 +353,24 @@ def test_f_a_retried_task_attempt_commits_its_rows_once(matrix: Matrix) -> None:
         final = matrix.final[(kind, "f")]
         exact(final, range(N))
         assert len(final.files - final.referenced) >= 1  # the failed attempt's file, never referenced
+
+
+def test_j_json_bodies_are_stored_as_validated_text(matrix: Matrix) -> None:
+    if "j" not in CASES["iceberg"]:
+        return
+    bad = matrix.steps["iceberg-j-bad"]
+    assert bad["rc"] == 2 and "is not valid JSON" in bad["stderr"], bad["stderr"][-2000:]
+    s = step(matrix, "iceberg-j")
+    assert counts(s)["rows_out"] == 5
+    final = matrix.final[("iceberg", "j")]
+    assert final.snapshots == 1 and final.files == final.referenced  # the failed load wrote nothing
+    assert matrix.json_bodies == sorted(json.dumps({"n": o, "b": "broker-a"}) for o in range(5))
+
+
+def test_o_offsets_handoff_is_read_by_spark_tasks_into_the_table(matrix: Matrix) -> None:
+    if "o" not in CASES["iceberg"]:
+        return
+    assert counts(step(matrix, "iceberg-o-1"))["rows_out"] == 20
+    assert counts(step(matrix, "iceberg-o-2"))["rows_out"] == 0
+    final = matrix.final[("iceberg", "o")]
+    assert final.snapshots == 1 and len(final.keys) == len(set(final.keys)) == 20

@@ -271,6 +271,16 @@ def test_loads_commit_one_snapshot_each_and_the_ledger_skips_what_is_held(tmp_pa
     assert duckdb_keys(out.table.metadata_location) == keys
 
 
+def test_a_load_with_offsets_but_no_rows_records_them(tmp_path: Path) -> None:
+    # e.g. a window whose messages were all tag-filtered: the offsets are held, nothing is written
+    conf = catalog_conf(tmp_path)
+    empty = load(URL, conf, ranges(("a", 0, 0, 50)), [])
+    assert empty.files == [] and empty.new == ranges(("a", 0, 0, 50))
+    out = _table(URL, conf)
+    assert out.state().held == ranges(("a", 0, 0, 50)) and len(out.table.metadata.snapshots) == 1
+    assert table_keys(URL, conf) == []
+
+
 def test_rollback_other_writers_and_expired_snapshots(tmp_path: Path) -> None:
     conf = catalog_conf(tmp_path)
     load(URL, conf, ranges(("a", 0, 0, 5)), [rows("w1", "a", 0, range(5))])
