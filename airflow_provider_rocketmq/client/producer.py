@@ -124,16 +124,27 @@ class AsyncProducer(ClientFacade):
 
     # -- queue selection ---------------------------------------------------------
     async def publish_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
-        """Writable queues of ``topic`` (TBW102's brokers when the topic does not exist yet)."""
+        """Writable queues of ``topic`` (TBW102's brokers when the topic has no route at all).
+
+        Like Java's ``tryToFindTopicPublishInfo``: a cached route without a writable queue is
+        fetched again; a route that exists but offers no writable queue on a master (a read-only
+        topic, say) is final - the send fails with ``RouteNotFoundError`` and never goes to
+        TBW102's brokers, which would store the message in a topic its owner closed for writes.
+        """
         try:
             route = await self.client.get_route(topic, refresh=refresh)
             queues = route.publish_queues(self.client.ns(topic))
-            if queues:
-                return queues
-            raise RouteNotFoundError(f"topic {topic!r} has no writable queue")
+            if not queues and not refresh:
+                route = await self.client.get_route(topic, refresh=True)
+                queues = route.publish_queues(self.client.ns(topic))
         except RouteNotFoundError:
             if not self.auto_create_topic:
                 raise
+        else:
+            if queues:
+                return queues
+            raise RouteNotFoundError(f"No route info of this topic: {topic!r} has a route but no writable "
+                                     f"queue on a master broker (read-only topic, or its master is down)")
         # Like Java: fall back to TBW102's brokers; a broker with autoCreateTopicEnable
         # creates the topic (4 queues) on the first send.
         try:
@@ -413,13 +424,14 @@ class _FastSend:
 
 
 def _default_topic_queues(route: TopicRouteData, topic: str) -> list[MessageQueue]:
-    """Java MQClientInstance: queues of TBW102's brokers, min(4, writeQueueNums) each."""
+    """Java MQClientInstance: queues of TBW102's brokers, min(4, readQueueNums) each (Java sets both
+    counts of the default route to that figure before it builds the publish queues)."""
     out: list[MessageQueue] = []
     for q in sorted(route.queue_datas, key=lambda q: q.broker_name):
         b = route.broker(q.broker_name)
         if not q.writable or b is None or b.master_addr() is None:
             continue
-        n = min(DEFAULT_TOPIC_QUEUE_NUMS, q.write_queue_nums)
+        n = min(DEFAULT_TOPIC_QUEUE_NUMS, q.read_queue_nums)
         out.extend(MessageQueue(topic, q.broker_name, i) for i in range(n))
     if not out:
         raise RouteNotFoundError(f"no writable broker can auto-create topic {topic!r}")

@@ -35,7 +35,9 @@ from airflow_provider_rocketmq.client.remoting import connection
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol
+from airflow_provider_rocketmq.client.route import PERM_READ, PERM_WRITE
 from airflow_provider_rocketmq.client.send_wire import prepare_batch
+from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .peer import ScriptedPeer, route_body
 
@@ -298,6 +300,43 @@ async def test_missing_topic_falls_back_to_default_topic_route() -> None:
     finally:
         await ns.stop()
         await broker.stop()
+
+
+async def test_read_only_topic_fails_with_no_route_and_never_falls_back(embedded_cluster: EmbeddedCluster) -> None:
+    # Java's tryToFindTopicPublishInfo: a route without a writable queue is final; only a topic
+    # without any route goes to TBW102's brokers (which would store into the read-only topic).
+    await embedded_cluster.create_topic("ReadOnly", 2, perm=PERM_READ)
+    async with AsyncProducer(ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr)) as p:
+        with pytest.raises(RouteNotFoundError, match="No route info of this topic: 'ReadOnly'"):
+            await p.send(Message("ReadOnly", b"x"))
+        with pytest.raises(RouteNotFoundError, match="No route info"):
+            await p.publish_queues("ReadOnly")
+        assert embedded_cluster.messages("ReadOnly") == []
+        # a cached route without a writable queue is fetched again (Java: !topicPublishInfo.ok())
+        await embedded_cluster.create_topic("ReadOnly", 2, perm=PERM_READ | PERM_WRITE)
+        r = await p.send(Message("ReadOnly", b"y"))
+    assert r.queue.topic == "ReadOnly" and [m.body for m in embedded_cluster.messages("ReadOnly")] == [b"y"]
+
+
+async def test_default_topic_route_uses_min_of_4_and_read_queue_nums() -> None:
+    ns = ScriptedPeer()
+    body = json.dumps({"brokerDatas": [{"brokerAddrs": {"0": "127.0.0.1:1"}, "brokerName": "broker-a",
+                                        "cluster": "DefaultCluster"}], "filterServerTable": {},
+                       "queueDatas": [{"brokerName": "broker-a", "perm": 7, "readQueueNums": 2,
+                                       "topicSysFlag": 0, "writeQueueNums": 8}]}).encode()
+
+    async def route(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.ext["topic"] == "TBW102":
+            return cmd.make_response(0, body=body)
+        return cmd.make_response(17, remark="No topic route info")
+
+    ns.on(RequestCode.GET_ROUTEINFO_BY_TOPIC, route)
+    await ns.start()
+    try:
+        async with AsyncProducer(ClientConfig(namesrv_addr=ns.addr)) as p:
+            assert await p.publish_queues("NewTopic") == [MessageQueue("NewTopic", "broker-a", i) for i in range(2)]
+    finally:
+        await ns.stop()
 
 
 async def test_retry_topic_moves_reconsume_properties_to_header() -> None:
