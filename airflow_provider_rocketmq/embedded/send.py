@@ -61,7 +61,12 @@ class SendHandlers:
 
     # -- helpers ------------------------------------------------------------------------
     def _check_topic(self, conn: RemotingProtocol, topic: str, queue_id: int) -> tuple[TopicConfig, int]:
-        """msgCheck: topic name, auto-creation, permission and queue id; returns the queue to use."""
+        """msgCheck: topic name, auto-creation and queue id; returns the queue to use.
+
+        Not the topic's permission: a real broker (4.9.7 ``AbstractSendMessageProcessor.msgCheck``,
+        5.3.3 too) stores a plain send into a read-only topic; only CONSUMER_SEND_MSG_BACK checks
+        that the retry topic is writable. Clients keep off read-only topics by their routes.
+        """
         broker = self.broker
         bad = validate_topic(topic)
         if bad is not None:
@@ -77,8 +82,6 @@ class SendHandlers:
             else:
                 raise _SendError(ResponseCode.TOPIC_NOT_EXIST,
                                  f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}")
-        if not cfg.perm & PERM_WRITE:
-            raise _SendError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if queue_id >= max(cfg.write_queues, cfg.read_queues):
             raise _SendError(ResponseCode.SYSTEM_ERROR,
                              f"request queueId[{queue_id}] is illegal, {cfg} Producer: {conn.peer}")

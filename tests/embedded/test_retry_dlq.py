@@ -5,7 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from airflow_provider_rocketmq.client.message import decode_messages, parse_offset_msg_id
+from airflow_provider_rocketmq.client.message import (
+    Message,
+    decode_messages,
+    encode_batch,
+    parse_offset_msg_id,
+)
+from airflow_provider_rocketmq.client.route import PERM_READ
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, props, pull_ext, send_ext
@@ -103,5 +109,23 @@ async def test_delayed_message_from_a_producer(embedded_cluster_factory: Callabl
         assert cluster.brokers[0].max_offset("DL", 0) == 0
         pulled = await c.call(11, pull_ext("g", "DL", 0, 0, sys_flag=6, suspend_ms=10000), timeout=15)
         assert [m.body for m in decode_messages(pulled.body)] == [b"later"]
+    finally:
+        await c.close()
+
+
+async def test_read_only_topic_takes_plain_sends_but_refuses_send_back(embedded_cluster: EmbeddedCluster) -> None:
+    # The real broker's msgCheck does not look at the topic's permission (4.9.7 and 5.3.3 store the
+    # message); CONSUMER_SEND_MSG_BACK checks that %RETRY%<group> is writable.
+    await embedded_cluster.create_topic("RO", 2, perm=PERM_READ)
+    await embedded_cluster.create_topic("%RETRY%rog", 1, perm=PERM_READ)
+    c = await RawClient().connect(embedded_cluster.brokers[0].addr)
+    try:
+        phy = await _send(c, "RO", b"stored anyway")
+        r = await c.call(320, send_ext("RO", queue_id=1, batch=True), encode_batch([Message("RO", b"batched")]))
+        assert r.code == 0, r.remark
+        assert sorted(m.body for m in embedded_cluster.messages("RO")) == [b"batched", b"stored anyway"]
+        r = await c.call(36, _send_back(phy, "rog"))
+        assert (r.code, r.remark) == (16, "the topic[%RETRY%rog] sending message is forbidden")
+        assert embedded_cluster.messages("%RETRY%rog") == []
     finally:
         await c.close()
