@@ -2,7 +2,8 @@
 
 Selection order (first match wins):
 
-1. ``ROCKETMQ_NAMESRV=host:port[;host:port]`` - an existing broker, used as is;
+1. ``ROCKETMQ_NAMESRV=host:port[;host:port]`` - an existing broker, used as is (restarted only
+   when ``ROCKETMQ_BROKER_KILL_CMD`` and ``ROCKETMQ_BROKER_START_CMD`` say how, see ``BrokerControl``);
 2. a Docker engine answering on ``DOCKER_HOST`` / the default socket (unless
    ``ROCKETMQ_DOCKER=0``) - testcontainers
    starts ``apache/rocketmq:${ROCKETMQ_IMAGE_TAG:-4.9.7}`` (see ``containers.py``);
@@ -17,8 +18,11 @@ through the admin API, so a shared broker is left with nothing but ``IT_*`` name
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import socket
+import subprocess
 import tempfile
 import time
 import uuid
@@ -45,10 +49,113 @@ class BackendConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class BrokerControl:
+    """How the suite kills and restarts a broker it does not own (``ROCKETMQ_NAMESRV``).
+
+    ``kill_cmd`` (``ROCKETMQ_BROKER_KILL_CMD``) must stop every master broker of the name server
+    at once, as ``kill -9`` would; ``start_cmd`` (``ROCKETMQ_BROKER_START_CMD``) must start them
+    again on the same ports and store. Both run through ``sh -c`` with the suite's environment;
+    the start command may return before the broker listens (the suite waits for it).
+    """
+
+    namesrv: str
+    kill_cmd: str
+    start_cmd: str
+    timeout: float = 300.0
+
+    def kill(self) -> list[str]:
+        """Run the kill command, wait until no master accepts connections; returns their addresses."""
+        addrs = master_addrs(self.namesrv)
+        _run_shell("ROCKETMQ_BROKER_KILL_CMD", self.kill_cmd, self.timeout)
+        wait_until(lambda: not any(_accepts(a) for a in addrs), 60,
+                   f"brokers {', '.join(addrs)} to stop accepting connections after ROCKETMQ_BROKER_KILL_CMD")
+        return addrs
+
+    def start(self, addrs: list[str]) -> float:
+        """Run the start command; returns the wall-clock time at which every broker in ``addrs``
+        accepted connections again, after waiting until the name server lists them again."""
+        with tempfile.TemporaryFile() as out:
+            proc = subprocess.Popen(["sh", "-c", self.start_cmd], stdout=out, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + self.timeout
+            while not all(_accepts(a) for a in addrs):
+                rc = proc.poll()
+                if rc not in (None, 0) or time.monotonic() > deadline:
+                    if rc is None:
+                        proc.kill()
+                        proc.wait()
+                    out.seek(0)
+                    tail = out.read().decode(errors="replace")[-800:]
+                    what = f"exited {rc}" if rc is not None else f"did not bring back {', '.join(addrs)}"
+                    raise AssertionError(f"ROCKETMQ_BROKER_START_CMD {what} within {self.timeout:.0f} s: {tail}")
+                time.sleep(0.05)
+            back = time.time()
+            try:
+                rc = proc.wait(max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+            if rc != 0:
+                out.seek(0)
+                raise AssertionError(f"ROCKETMQ_BROKER_START_CMD exited {rc}: "
+                                     f"{out.read().decode(errors='replace')[-800:]}")
+        wait_until(lambda: set(addrs) <= set(master_addrs(self.namesrv)), 120,
+                   f"the name server to list {', '.join(addrs)} again")
+        return back
+
+    def restart(self) -> float:
+        return self.start(self.kill())
+
+
+def _run_shell(variable: str, command: str, timeout: float) -> None:
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"{variable} exited {proc.returncode}: {(proc.stdout + proc.stderr)[-800:]}")
+
+
+def _accepts(addr: str) -> bool:
+    host, _, port = addr.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def master_addrs(namesrv: str) -> list[str]:
+    """Addresses of the master brokers the name server lists (GET_BROKER_CLUSTER_INFO)."""
+    from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+    from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+    from airflow_provider_rocketmq.client.remoting.connection import open_connection
+    from airflow_provider_rocketmq.client.route import ClusterInfo
+
+    async def ask() -> list[str]:
+        conn = await open_connection(namesrv.split(";")[0])
+        try:
+            resp = await conn.request(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 5.0)
+        finally:
+            await conn.close()
+        return sorted(ClusterInfo.from_body(resp.body).master_addrs().values())
+
+    return asyncio.run(ask())
+
+
+def broker_control(env: Mapping[str, str], namesrv: str) -> BrokerControl | None:
+    """``ROCKETMQ_BROKER_KILL_CMD`` + ``ROCKETMQ_BROKER_START_CMD`` (both or neither)."""
+    kill = env.get("ROCKETMQ_BROKER_KILL_CMD", "").strip()
+    start = env.get("ROCKETMQ_BROKER_START_CMD", "").strip()
+    if bool(kill) != bool(start):
+        missing = "ROCKETMQ_BROKER_START_CMD" if kill else "ROCKETMQ_BROKER_KILL_CMD"
+        raise BackendConfigError(f"{missing}: must be set too (the suite needs both commands to kill and "
+                                 f"restart the broker of ROCKETMQ_NAMESRV)")
+    return BrokerControl(namesrv, kill, start) if kill else None
+
+
+@dataclass(frozen=True)
 class BackendChoice:
     kind: str  # "existing" | "testcontainers" | "embedded" | "skip"
     detail: str  # namesrv list, docker endpoint, or the skip reason
     faults: str = ""  # embedded only: the ROCKETMQ_EMBEDDED_FAULTS spec
+    control: BrokerControl | None = None  # existing only: how to kill and restart its broker
 
 
 def embedded_faults(env: Mapping[str, str]) -> str:
@@ -73,7 +180,7 @@ def choose_backend(env: Mapping[str, str], docker_answers: Callable[[str], bool]
             raise BackendConfigError(
                 f"ROCKETMQ_NAMESRV: {namesrv!r} is not host:port[;host:port] (e.g. 127.0.0.1:9876)"
             )
-        return BackendChoice("existing", namesrv)
+        return BackendChoice("existing", namesrv, control=broker_control(env, namesrv))
     docker_flag = env.get("ROCKETMQ_DOCKER", "").strip()
     if docker_flag not in ("", "0", "1"):
         raise BackendConfigError(f"ROCKETMQ_DOCKER: {docker_flag!r} must be 0 (never use Docker) or 1 (or unset)")
@@ -165,9 +272,21 @@ class IntegrationCluster:
 
 
 class ExistingCluster(IntegrationCluster):
-    """A broker somebody else runs (``ROCKETMQ_NAMESRV``); never restarted, never cleaned."""
+    """A broker somebody else runs (``ROCKETMQ_NAMESRV``); never cleaned, restarted only through
+    ``BrokerControl`` (kill -9, then start again)."""
 
     kind = "existing"
+
+    def __init__(self, namesrv_addr: str, control: BrokerControl | None = None) -> None:
+        super().__init__(namesrv_addr)
+        self.control = control
+        self.can_restart = control is not None
+
+    def restart_broker(self) -> None:
+        if self.control is None:
+            super().restart_broker()
+            return
+        self.control.restart()
 
 
 class ContainerCluster(IntegrationCluster):
@@ -219,7 +338,7 @@ class EmbeddedBackend(IntegrationCluster):
 
 def start_cluster(choice: BackendChoice) -> IntegrationCluster:
     if choice.kind == "existing":
-        return ExistingCluster(choice.detail)
+        return ExistingCluster(choice.detail, choice.control)
     if choice.kind == "testcontainers":
         return ContainerCluster(choice.detail)
     if choice.kind == "embedded":

@@ -35,7 +35,8 @@ def pytest_report_header(config: pytest.Config) -> str:
         return f"rocketmq integration backend: invalid environment: {exc}"
     if choice.kind == "skip":
         return f"rocketmq integration backend: none ({choice.detail})"
-    return f"rocketmq integration backend: {choice.kind} {choice.detail}".rstrip()
+    control = " (broker kill/start commands set)" if choice.control is not None else ""
+    return f"rocketmq integration backend: {choice.kind} {choice.detail}{control}".rstrip()
 
 
 @pytest.fixture(scope="session")
@@ -63,5 +64,7 @@ def cluster() -> Iterator[IntegrationCluster]:
 def restartable(cluster: IntegrationCluster) -> IntegrationCluster:
     """The cluster, when its backend can restart the broker (embedded, testcontainers)."""
     if not cluster.can_restart:
-        pytest.skip(f"the {cluster.kind} backend cannot restart its broker")
+        how = (" (set ROCKETMQ_BROKER_KILL_CMD and ROCKETMQ_BROKER_START_CMD to let the suite kill -9 and "
+               "restart it)" if cluster.kind == "existing" else "")
+        pytest.skip(f"the {cluster.kind} backend cannot restart its broker{how}")
     return cluster

@@ -6,11 +6,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from integration.backends import NO_BACKEND_REASON, BackendConfigError, choose_backend
+from integration.backends import NO_BACKEND_REASON, BackendConfigError, BrokerControl, choose_backend
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,3 +114,46 @@ def test_suite_with_a_malformed_namesrv_fails_naming_the_variable(tmp_path: Path
     assert proc.returncode != 0, out
     assert "ROCKETMQ_NAMESRV: 'localhost' is not host:port" in out, out
     assert "Traceback" not in out and "During handling" not in out, out
+
+
+def test_broker_control_needs_both_commands() -> None:
+    ns = {"ROCKETMQ_NAMESRV": "127.0.0.1:9876"}
+    assert choose_backend(ns, _never).control is None
+    both = choose_backend({**ns, "ROCKETMQ_BROKER_KILL_CMD": "k", "ROCKETMQ_BROKER_START_CMD": "s"}, _never)
+    assert both.control == BrokerControl("127.0.0.1:9876", "k", "s")
+    with pytest.raises(BackendConfigError, match="ROCKETMQ_BROKER_START_CMD: must be set too"):
+        choose_backend({**ns, "ROCKETMQ_BROKER_KILL_CMD": "k"}, _never)
+    with pytest.raises(BackendConfigError, match="ROCKETMQ_BROKER_KILL_CMD: must be set too"):
+        choose_backend({**ns, "ROCKETMQ_BROKER_START_CMD": "s"}, _never)
+
+
+def test_broker_control_kills_and_restarts_a_broker_process(tmp_path: Path) -> None:
+    """The commands run as a user would give them: a broker process (the embedded one, with its
+    store on disk) killed with -9 and started again; what it stored survives."""
+    from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer
+    from integration.reliability.harness import free_port
+
+    np_, bp = free_port(), free_port()
+    pid = tmp_path / "broker.pid"
+    start = (f"{sys.executable} -m airflow_provider_rocketmq.embedded --port {np_} --broker-port {bp} "
+             f"--data-dir {tmp_path / 'store'} > {tmp_path / 'broker.log'} 2>&1 & echo $! > {pid}")
+    control = BrokerControl(f"127.0.0.1:{np_}", f"kill -9 $(cat {pid})", start, timeout=60)
+    try:
+        control.start([f"127.0.0.1:{bp}"])
+        cfg = ClientConfig(namesrv_addr=control.namesrv)
+        with Producer(cfg, "ctl_pg") as producer:
+            producer.send(Message("Ctl", b"kept"))
+        killed_at = time.time()
+        back = control.restart()
+        assert back > killed_at
+        with Admin(cfg) as admin:
+            assert sum(admin.high_water_marks("Ctl").values()) == 1
+        with pytest.raises(AssertionError, match="ROCKETMQ_BROKER_KILL_CMD exited 1: gone"):
+            BrokerControl(control.namesrv, "echo gone; exit 1", "true").kill()
+    finally:
+        if pid.exists():
+            subprocess.run(["sh", "-c", f"kill -9 $(cat {pid}) 2>/dev/null"], check=False)
+    nobody = f"127.0.0.1:{free_port()}"
+    with pytest.raises(AssertionError, match="ROCKETMQ_BROKER_START_CMD exited 3"):
+        BrokerControl(nobody, "true", "echo no broker here; exit 3", timeout=10).start([nobody])
+

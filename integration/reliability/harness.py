@@ -1,7 +1,8 @@
 """What the reliability checks share: the broker they run against, member processes, a sequenced
 workload, CPU load, and the figure lines.
 
-Broker: ``ROCKETMQ_NAMESRV`` when set (used as is; checks that kill the broker skip), otherwise an
+Broker: ``ROCKETMQ_NAMESRV`` when set (used as is; checks that kill the broker skip unless
+``ROCKETMQ_BROKER_KILL_CMD`` and ``ROCKETMQ_BROKER_START_CMD`` say how to do it), otherwise an
 embedded broker the suite owns, in its own process (``python -m airflow_provider_rocketmq.embedded``
 on fixed ports with a data directory), so it can be killed with SIGKILL and started again on the
 same ports and data. ``ROCKETMQ_EMBEDDED_FAULTS`` is passed to it as ``--faults``.
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, MessageQueue, Producer
+
+from ..backends import BrokerControl, broker_control
 
 REPO = Path(__file__).resolve().parents[2]
 SEQ = "rel_seq"  # the member writes this property of each message
@@ -78,13 +81,17 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
 # -- the broker -------------------------------------------------------------------------------------
 
 class Broker:
-    """The RocketMQ the checks use; ``can_kill`` when the suite owns it."""
+    """The RocketMQ the checks use; ``can_kill`` when the suite owns it or has its kill/start commands."""
 
-    def __init__(self, namesrv: str, *, owned: bool, faults: str = "", lock_expiry: float = 60.0) -> None:
+    def __init__(self, namesrv: str, *, owned: bool, faults: str = "", lock_expiry: float = 60.0,
+                 control: BrokerControl | None = None) -> None:
         self.namesrv = namesrv
-        self.can_kill = owned
+        self.owned = owned
+        self.control = control
+        self.can_kill = owned or control is not None
         self.faults = faults
         self.kind = "embedded process" if owned else f"existing {namesrv}"
+        self._killed: list[str] = []
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[str] | None = None
         self._args: list[str] = []
@@ -97,7 +104,7 @@ class Broker:
                          queues: int = 8) -> Broker:
         namesrv = os.environ.get("ROCKETMQ_NAMESRV", "").strip()
         if namesrv:
-            return cls(namesrv, owned=False)
+            return cls(namesrv, owned=False, control=broker_control(os.environ, namesrv))
         spec = os.environ.get("ROCKETMQ_EMBEDDED_FAULTS", "").strip() if faults is None else faults
         np_, bp = free_port(), free_port()
         b = cls(f"127.0.0.1:{np_}", owned=True, faults=spec, lock_expiry=lock_expiry)
@@ -111,17 +118,23 @@ class Broker:
         return b
 
     def start(self) -> float:
-        """Start the owned broker; returns the monotonic time at which it accepted connections."""
-        assert self.can_kill and self._proc is None
+        """Start the broker (again); returns the wall-clock time at which it accepted connections."""
+        if self.control is not None:
+            addrs, self._killed = self._killed, []
+            return self.control.start(addrs)
+        assert self.owned and self._proc is None
         self._proc = subprocess.Popen(self._args, cwd=REPO, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()  # "namesrv=..." once everything listens
         if not line.startswith("namesrv="):
             raise RuntimeError(f"embedded broker did not start: {line!r}")
-        return time.monotonic()
+        return time.time()
 
     def kill(self) -> None:
-        """SIGKILL the owned broker (no shutdown of any kind)."""
+        """SIGKILL the broker (no shutdown of any kind): the owned process, or ROCKETMQ_BROKER_KILL_CMD."""
+        if self.control is not None:
+            self._killed = self.control.kill()
+            return
         assert self._proc is not None
         self._proc.send_signal(signal.SIGKILL)
         self._proc.wait(30)

@@ -46,7 +46,7 @@ def test_r4_orderly_under_kill(broker: Broker, mode: Mode, tmp_path: Path) -> No
     both = overlaps(deliveries)
     figure("R4", "orderly under kill", msgs=n, queues=queues, victim_queues=len(victim_queues), lost=lost, dup=dup,
            order_breaks=len(breaks), concurrent=len(both), takeover_s=takeover,
-           broker_lock_expiry_s=broker.lock_expiry if broker.can_kill else "unknown (not the suite's broker)",
+           broker_lock_expiry_s=broker.lock_expiry if broker.owned else "unknown (not the suite's broker)",
            limit_s=TAKEOVER_LIMIT_S, seconds=clock())
     assert final.get("ok") is True
     assert lost == 0 and not breaks and not both
