@@ -47,7 +47,7 @@ from ..client.remoting import fastjson
 from ..client.remoting.acl import ACCESS_KEY, SIGNATURE, sign
 from ..client.remoting.codes import RequestCode
 from ..client.remoting.command import RemotingCommand
-from .headers import HeaderError, req_int, req_str
+from .headers import HeaderError, opt_int, req_str
 
 # Permission bits (acl/common/Permission.java)
 DENY, ANY, PUB, SUB = 1, 2, 4, 8
@@ -420,9 +420,11 @@ def needed_resources(cmd: RemotingCommand) -> dict[str, int]:
         elif code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
             add(_group_resource(req_str(cmd, "consumerGroup")), SUB)
         elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
+            # decodeCommandCustomHeader: a number that does not parse is refused, an absent field
+            # is not (4.9.7 enforces no @CFNotNull there; the processor then fails on it)
             group, topic = req_str(cmd, "consumerGroup"), req_str(cmd, "topic")
-            req_int(cmd, "queueId")
-            req_int(cmd, "commitOffset")
+            opt_int(cmd, "queueId", 0)
+            opt_int(cmd, "commitOffset", 0)
             add(_group_resource(group), SUB)
             add(topic, SUB)
     except (HeaderError, ProtocolError) as exc:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..client.errors import RocketMQError
+from ..client.errors import RequestTimeoutError, RocketMQError
+from ..client.message import parse_offset_msg_id
 from ..client.queue import MessageQueue
 from ..client.remoting import fastjson
-from ..client.remoting.codes import ResponseCode
+from ..client.remoting.codes import RequestCode, ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
 from .headers import opt_int, opt_str, req_int, req_str
@@ -22,6 +23,8 @@ from .topic_rules import validate_topic
 
 if TYPE_CHECKING:
     from .broker import EmbeddedBroker
+
+RELAY_TIMEOUT = 10.0  # Broker2Client.callClient
 
 
 class AdminHandlers:
@@ -77,13 +80,13 @@ class AdminHandlers:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=bad)
         if topic == self.broker.cluster:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
-                                     remark=f"The topic[{topic}] is conflict with system reserved words.")
+                                     remark=f"The topic[{topic}] is conflict with system topic.")
         read_q = req_int(cmd, "readQueueNums")
         write_q = req_int(cmd, "writeQueueNums")
-        if read_q <= 0 or write_q <= 0 or read_q > 1024 or write_q > 1024:
+        # a 4.9.7 broker takes any count (0 and 1025 included); only a negative one would break the store
+        if read_q < 0 or write_q < 0:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
-                                     remark=f"readQueueNums/writeQueueNums must be in [1, 1024], "
-                                            f"got {read_q}/{write_q}")
+                                     remark=f"readQueueNums/writeQueueNums must not be negative, got {read_q}/{write_q}")
         order = (opt_str(cmd, "order") or "false").lower() == "true"
         self.broker.create_topic(topic, read_q, write_q, opt_int(cmd, "perm", PERM_RW),
                                  opt_int(cmd, "topicSysFlag", 0), order)
@@ -149,12 +152,13 @@ class AdminHandlers:
         """
         topic = req_str(cmd, "topic")
         group = req_str(cmd, "group")
-        timestamp = req_int(cmd, "timestamp")
+        timestamp = opt_int(cmd, "timestamp", 0)  # a primitive long in Java's header: absent reads 0
         force = (opt_str(cmd, "isForce") or "false").lower() == "true"
         broker, store = self.broker, self._store
         cfg = broker.topics.get(topic)
         if cfg is None:
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"[reset-offset] topic does not exist {topic}")
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR,
+                                     remark=f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
         table: dict[MessageQueue, int] = {}
         for qid in range(cfg.write_queues):
             current = store.query_offset(group, topic, qid)
@@ -170,7 +174,11 @@ class AdminHandlers:
         return cmd.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": table}).encode())
 
     async def forward_to_client(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUMER_RUNNING_INFO (307) / CONSUME_MESSAGE_DIRECTLY (309) from an admin: relay to the client."""
+        """GET_CONSUMER_RUNNING_INFO (307) / CONSUME_MESSAGE_DIRECTLY (309) from an admin: relay to the client.
+
+        Like Broker2Client.callClient: a 309 carries the stored record its msgId points at as its body;
+        the client has 10 s to answer, then the admin gets 207 CONSUME_MSG_TIMEOUT.
+        """
         group = req_str(cmd, "consumerGroup")
         client_id = req_str(cmd, "clientId")
         try:
@@ -178,9 +186,22 @@ class AdminHandlers:
         except LookupError:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
                                      remark=f"The Consumer <{group}> <{client_id}> not online")
-        relay = RemotingCommand(cmd.code, dict(cmd.ext), cmd.body, language="JAVA")
+        ext, body = dict(cmd.ext), cmd.body
+        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            ext["brokerName"] = self.broker.name
+            try:
+                body = self._store.record_at(parse_offset_msg_id(req_str(cmd, "msgId"))[1])
+            except RocketMQError:
+                body = None
+        relay = RemotingCommand(cmd.code, ext, body, language="JAVA")
         try:
-            answer = await target.request(relay, 5.0)
+            answer = await target.request(relay, RELAY_TIMEOUT)
+        except RequestTimeoutError:
+            return cmd.make_response(ResponseCode.CONSUME_MSG_TIMEOUT, remark=(
+                f"consumer <{group}> <{client_id}> Timeout: org.apache.rocketmq.remoting.exception."
+                f"RemotingTimeoutException: wait response on the channel <{target.peer}> timeout, "
+                f"{int(RELAY_TIMEOUT * 1000)}(ms), org.apache.rocketmq.remoting.netty.NettyRemotingAbstract."
+                f"invokeSyncImpl(NettyRemotingAbstract.java)"))
         except RocketMQError as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
                                      remark=f"invoke consumer <{group}> <{client_id}> Exception: {exc}")

@@ -385,8 +385,9 @@ class EmbeddedBroker:
             if chan.conn.is_closed:
                 continue
             chan.conn.oneway(RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                                             # Broker2Client.resetOffset never sets isForce in this header
                                              {"topic": topic, "group": group, "timestamp": str(timestamp),
-                                              "isForce": "true" if force else "false"},
+                                              "isForce": "false"},
                                              body, language="JAVA"))
             told.append(chan.client_id)
         return told

@@ -21,7 +21,7 @@ from ..client.remoting import fastjson
 from ..client.remoting.codes import ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
-from .headers import FAQ_SUFFIX, opt_bool, req_str
+from .headers import FAQ_SUFFIX, opt_bool, opt_str
 from .net import answer_header_errors, close_server
 
 if TYPE_CHECKING:
@@ -30,6 +30,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
+
+
+async def _no_answer(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
+    return None
+
+
+class _Silent(dict[int, Handler]):
+    """A 4.9.7 name server (DefaultRequestProcessor) answers nothing to a code it does not serve."""
+
+    def get(self, code: int, default: Any = None) -> Any:
+        return super().get(code, _no_answer)
 
 
 class EmbeddedNameServer:
@@ -41,9 +52,9 @@ class EmbeddedNameServer:
         self.brokers: list[EmbeddedBroker] = []
         self.conns: set[RemotingProtocol] = set()
         self._server: asyncio.AbstractServer | None = None
-        self.handlers: dict[int, Handler] = {105: answer_header_errors(self.route_by_topic),
-                                             106: answer_header_errors(self.cluster_info),
-                                             206: answer_header_errors(self.all_topics)}
+        self.handlers: dict[int, Handler] = _Silent({105: answer_header_errors(self.route_by_topic),
+                                                     106: answer_header_errors(self.cluster_info),
+                                                     206: answer_header_errors(self.all_topics)})
 
     @property
     def addr(self) -> str:
@@ -102,7 +113,7 @@ class EmbeddedNameServer:
         return fastjson.dumps(body).encode("utf-8")
 
     async def route_by_topic(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        topic = req_str(cmd, "topic")
+        topic = opt_str(cmd, "topic") or "null"  # 4.9.7 looks up a missing topic as null: TOPIC_NOT_EXIST
         standard = cmd.version >= STANDARD_JSON_VERSION or opt_bool(cmd, "acceptStandardJsonOnly")
         body = self.route(topic, standard=standard)
         if body is None:

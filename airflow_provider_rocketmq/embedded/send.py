@@ -6,6 +6,9 @@ CLUSTER; batch items keep their own properties and get the batch header's
 properties (WAIT=true plus CLUSTER) appended. A send to ``%RETRY%<group>`` whose
 reconsumeTimes reached maxReconsumeTimes goes to ``%DLQ%<group>`` instead. A
 message with a DELAY level is parked in the schedule topic (see schedule.py).
+Answers, remarks and extFields of failures are those of a 4.9.7 broker (held to one
+by integration/differential): a refused send still carries MSG_REGION and TRACE_ON,
+except where the real broker failed with an exception.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from ..client.config import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
+from ..client.config import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 from ..client.errors import MessageDecodeError
 from ..client.message import (
     MAX_PROPERTIES_LEN,
@@ -32,7 +35,7 @@ from ..client.message import (
 from ..client.remoting.codes import ResponseCode
 from ..client.remoting.command import RemotingCommand
 from ..client.remoting.connection import Handler, RemotingProtocol
-from ..client.route import PERM_WRITE
+from ..client.route import PERM_INHERIT, PERM_WRITE
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str, send_header
 from .schedule import MAX_DELAY_LEVEL, SCHEDULE_TOPIC
 from .store import PERM_RW, PutResult, TopicConfig
@@ -42,11 +45,32 @@ if TYPE_CHECKING:
     from .broker import EmbeddedBroker
 
 
+# PutMessageStatus MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (body or properties too long, delayed batch)
+ILLEGAL_MESSAGE = ("the message is illegal, maybe msg body or properties length not matched. "
+                   "msg body length limit {max}B, msg properties length limit 32KB.")
+
+
 class _SendError(Exception):
-    def __init__(self, code: int, remark: str) -> None:
+    """A refused send; ``exception``: the real broker failed with a Java exception (answer without extFields)."""
+
+    def __init__(self, code: int, remark: str, *, exception: bool = False) -> None:
         super().__init__(remark)
         self.code = code
         self.remark = remark
+        self.exception = exception
+
+
+def _delay_level(props: dict[str, str]) -> int:
+    """MessageExt.getDelayTimeLevel: Integer.parseInt of DELAY (a bad value fails the send)."""
+    raw = props.get(PROPERTY_DELAY)
+    if not raw:
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise _SendError(ResponseCode.SYSTEM_ERROR,
+                         f'java.lang.NumberFormatException: For input string: "{raw}", java.base/java.lang.'
+                         f'NumberFormatException.forInputString(NumberFormatException.java)', exception=True) from None
 
 
 class SendHandlers:
@@ -60,7 +84,8 @@ class SendHandlers:
                 36: self.send_back}
 
     # -- helpers ------------------------------------------------------------------------
-    def _check_topic(self, conn: RemotingProtocol, topic: str, queue_id: int) -> tuple[TopicConfig, int]:
+    def _check_topic(self, conn: RemotingProtocol, topic: str, queue_id: int,
+                     default_queues: int) -> tuple[TopicConfig, int]:
         """msgCheck: topic name, auto-creation and queue id; returns the queue to use.
 
         Not the topic's permission: a real broker (4.9.7 ``AbstractSendMessageProcessor.msgCheck``,
@@ -75,10 +100,14 @@ class SendHandlers:
             raise _SendError(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         cfg = broker.topics.get(topic)
         if cfg is None:
-            if topic.startswith(RETRY_PREFIX):
+            # createTopicInSendMessageMethod: min(the producer's defaultTopicQueueNums, TBW102's write
+            # queues), TBW102's permission without inherit; a retry topic also without auto-creation
+            default = broker.topics.get(DEFAULT_TOPIC)
+            if broker.settings.auto_create_topic and default is not None and default.perm & PERM_INHERIT:
+                cfg = broker.ensure_topic(topic, max(0, min(default_queues, default.write_queues)),
+                                          default.perm & ~PERM_INHERIT)
+            elif topic.startswith(RETRY_PREFIX):
                 cfg = broker.ensure_topic(topic, 1)
-            elif broker.settings.auto_create_topic:
-                cfg = broker.ensure_topic(topic, broker.settings.queues)
             else:
                 raise _SendError(ResponseCode.TOPIC_NOT_EXIST,
                                  f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}")
@@ -101,22 +130,16 @@ class SendHandlers:
         """Store one message, parking it in the schedule topic when it has a DELAY level."""
         store = self.broker.store
         assert store is not None
-        level = 0
-        raw_delay = props.get(PROPERTY_DELAY)
-        if raw_delay and not topic.startswith(DLQ_PREFIX):
-            try:
-                level = int(raw_delay)
-            except ValueError:
-                level = 0
-        if level > 0:
+        level = _delay_level(props)
+        if level > 0 and not topic.startswith(DLQ_PREFIX):
             level = min(level, MAX_DELAY_LEVEL)
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QID] = str(queue_id)
             topic, queue_id = SCHEDULE_TOPIC, level - 1
         text = properties_to_string(props)
         if len(text.encode("utf-8")) > MAX_PROPERTIES_LEN:
-            raise _SendError(ResponseCode.MESSAGE_ILLEGAL, f"the message properties length is too long, "
-                                                           f"max: {MAX_PROPERTIES_LEN}")
+            raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
+                             ILLEGAL_MESSAGE.format(max=self.broker.settings.max_message_size))
         return store.put_message(topic, queue_id, body, text, flag=flag, sys_flag=sys_flag,
                                  born_timestamp=born_timestamp, born_host=born_host,
                                  reconsume_times=reconsume_times, tags=props.get(PROPERTY_TAGS, ""))
@@ -126,6 +149,11 @@ class SendHandlers:
             "msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset),
             "MSG_REGION": self.broker.settings.region, "TRACE_ON": "true"})
 
+    def _refusal(self, cmd: RemotingCommand, exc: _SendError) -> RemotingCommand:
+        """A refused send: the real broker has already added MSG_REGION and TRACE_ON to its answer."""
+        ext = None if exc.exception else {"MSG_REGION": self.broker.settings.region, "TRACE_ON": "true"}
+        return cmd.make_response(exc.code, ext, remark=exc.remark)
+
     # -- SEND_MESSAGE / V2 -------------------------------------------------------------------
     async def send_message(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         h = send_header(cmd)
@@ -134,17 +162,17 @@ class SendHandlers:
             req_str(view, "producerGroup")
             topic = req_str(view, "topic")
             req_str(view, "defaultTopic")
-            req_int(view, "defaultTopicQueueNums")
+            default_queues = req_int(view, "defaultTopicQueueNums")
             queue_id = req_int(view, "queueId")
             sys_flag = req_int(view, "sysFlag")
             born_ts = req_int(view, "bornTimestamp")
             flag = req_int(view, "flag")
             reconsume = opt_int(view, "reconsumeTimes", 0)
             body = cmd.body or b""
+            _, queue_id = self._check_topic(conn, topic, queue_id, default_queues)
             if len(body) > self.broker.settings.max_message_size:
                 raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
-                                 f"the message body size over max value, MAX: {self.broker.settings.max_message_size}")
-            _, queue_id = self._check_topic(conn, topic, queue_id)
+                                 ILLEGAL_MESSAGE.format(max=self.broker.settings.max_message_size))
             props = string_to_properties(opt_str(view, "properties") or "")
             if topic.startswith(RETRY_PREFIX):
                 group = topic[len(RETRY_PREFIX):]
@@ -156,13 +184,12 @@ class SendHandlers:
                 if reconsume >= max_times:
                     topic = self._dlq_topic(group)
                     queue_id = 0
-                    props[PROPERTY_DELAY] = "0"  # setDelayTimeLevel(0): dead letters are not delayed
             props.pop(PROPERTY_WAIT, None)
             props[PROPERTY_CLUSTER] = self.broker.cluster
             put = self.store(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
                              born_host=conn.peer, reconsume_times=reconsume)
         except _SendError as exc:
-            return cmd.make_response(exc.code, {}, remark=exc.remark)
+            return self._refusal(cmd, exc)
         return self._response(cmd, put.msg_id, queue_id, put.queue_offset)
 
     # -- SEND_BATCH_MESSAGE ---------------------------------------------------------------------
@@ -171,25 +198,26 @@ class SendHandlers:
         try:
             req_str(view, "producerGroup")
             topic = req_str(view, "topic")
+            default_queues = opt_int(view, "defaultTopicQueueNums", 4)
             queue_id = req_int(view, "queueId")
             sys_flag = req_int(view, "sysFlag")
             born_ts = req_int(view, "bornTimestamp")
-            if topic.startswith(RETRY_PREFIX):
-                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
             body = cmd.body or b""
+            _, queue_id = self._check_topic(conn, topic, queue_id, default_queues)
+            illegal = ILLEGAL_MESSAGE.format(max=self.broker.settings.max_message_size)
             if len(body) > self.broker.settings.max_message_size:
-                raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
-                                 f"the message body size over max value, MAX: {self.broker.settings.max_message_size}")
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, illegal)
+            batch_props = string_to_properties(opt_str(view, "properties") or "")
+            if _delay_level(batch_props) > 0:  # CommitLog.putMessages refuses a delayed batch
+                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, illegal)
+            # a body the broker cannot split fails with an exception (BufferUnderflow, NPE): SYSTEM_ERROR
             try:
                 items = decode_batch(body)
             except MessageDecodeError as exc:
-                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}") from None
+                raise _SendError(ResponseCode.SYSTEM_ERROR, f"the batch body is malformed: {exc}",
+                                 exception=True) from None
             if not items:
-                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-            batch_props = string_to_properties(opt_str(view, "properties") or "")
-            if batch_props.get(PROPERTY_DELAY, "0") not in ("", "0"):
-                raise _SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch message can not be delayed")
-            _, queue_id = self._check_topic(conn, topic, queue_id)
+                raise _SendError(ResponseCode.SYSTEM_ERROR, "the batch body holds no message", exception=True)
             suffix = properties_to_string({PROPERTY_CLUSTER: self.broker.cluster, **batch_props})
             staged = []
             for item in items:
@@ -199,7 +227,7 @@ class SendHandlers:
             assert self.broker.store is not None
             results = self.broker.store.put_messages(topic, queue_id, staged, born_host=conn.peer)
         except _SendError as exc:
-            return cmd.make_response(exc.code, {}, remark=exc.remark)
+            return self._refusal(cmd, exc)
         return self._response(cmd, ",".join(r.msg_id for r in results), queue_id, results[0].queue_offset)
 
     # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------------

@@ -23,7 +23,6 @@ the tail (a write cut short by a crash, never acknowledged) is truncated away.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import logging
@@ -337,12 +336,31 @@ class MessageStore:
         return cq.store_ts[offset]
 
     def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """First queue offset whose store time is >= ``timestamp`` (max offset if none)."""
+        """ConsumeQueue.getOffsetInQueueByTime of 4.9.7: a binary search by store time that stops at an
+        exact match (any one of equal times), else takes the nearer neighbour (the earlier on a tie),
+        the first entry for a time before all, the *last* entry (max offset - 1) for one after all,
+        0 for an empty or unknown queue."""
         cq = self.queues.get((topic, queue_id))
-        if cq is None:
+        if cq is None or cq.max_offset <= cq.min_offset:
             return 0
-        i = bisect.bisect_left(cq.store_ts, timestamp, lo=cq.min_offset)
-        return i
+        ts = cq.store_ts
+        low, high = cq.min_offset, cq.max_offset - 1
+        left = right = -1
+        left_ts = right_ts = -1
+        while high >= low:
+            mid = (low + high) // 2
+            t = ts[mid]
+            if t == timestamp:
+                return mid
+            if t > timestamp:
+                high, right, right_ts = mid - 1, mid, t
+            else:
+                low, left, left_ts = mid + 1, mid, t
+        if left_ts == -1:
+            return right
+        if right_ts == -1:
+            return left
+        return right if abs(timestamp - left_ts) > abs(timestamp - right_ts) else left
 
     def record_at(self, commit_log_offset: int) -> bytes | None:
         hit = self.by_phy.get(commit_log_offset)

@@ -13,7 +13,7 @@ def validate_topic(topic: str) -> str | None:
     if not topic or not topic.strip():
         return "The specified topic is blank."
     if not TOPIC_RE.match(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"  # 4.9.7
     if len(topic) > MAX_TOPIC_LEN:
         return "The specified topic is longer than topic max length."
     return None

@@ -132,7 +132,8 @@ async def test_offsets_stats_and_timestamps(embedded_cluster: EmbeddedCluster) -
         await producer.send(Message("TsT", b"b"), queue=mq)
         assert (await admin.min_offset(mq), await admin.max_offset(mq)) == (0, 2)
         assert await admin.search_offset(mq, 0) == 0
-        assert await admin.search_offset(mq, int(time.time() * 1000) + 60_000) == 2
+        # 4.9.7's getOffsetInQueueByTime: a time after every message gives the last one's offset
+        assert await admin.search_offset(mq, int(time.time() * 1000) + 60_000) == 1
         stats = await admin.topic_stats("TsT")
         assert stats.offset_table[mq].max_offset == 2 and stats.offset_table[mq].min_offset == 0
         with pytest.raises(ConfigError):

@@ -214,10 +214,14 @@ async def test_group_permissions_of_consumer_requests(acl_cluster: EmbeddedClust
     resp = await call(acl_cluster, signed(11, pull_ext("g", "T", 0, 0, suspend_ms=0), ak="rocketmq2",
                                           sk="12345678"))
     assert resp.remark == remark("No default permission for topic:T", CHECK_PERM)
-    # a header the parse cannot read is an AclException of the parse itself
-    resp = await call(acl_cluster, signed(15, {"consumerGroup": "readers", "topic": "AclOrders"}, **creds))
+    # a header the parse cannot read is an AclException of the parse itself; an absent field is not
+    # (4.9.7 passes it on, the processor then fails: SYSTEM_ERROR without the ACL's text)
+    resp = await call(acl_cluster, signed(15, {"consumerGroup": "readers", "topic": "AclOrders", "queueId": "x"},
+                                          **creds))
     parse = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java)"
-    assert resp.remark == remark("the custom field <queueId> is null", parse)
+    assert resp.remark == remark("the custom field <queueId> is not a number: 'x'", parse)
+    resp = await call(acl_cluster, signed(15, {"consumerGroup": "readers", "topic": "AclOrders"}, **creds))
+    assert resp.code == 1 and not resp.remark.startswith(EXC)
 
 
 async def test_refused_offset_commits_are_not_stored(acl_cluster: EmbeddedCluster) -> None:

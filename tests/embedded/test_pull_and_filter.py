@@ -118,7 +118,7 @@ async def test_pull_offsets_out_of_range(embedded_cluster: EmbeddedCluster) -> N
         r = await c.call(11, pull_ext("g", "OR", 0, 2))  # empty queue, offset != 0
         assert (r.code, r.remark, r.ext["nextBeginOffset"]) == (21, "NO_MESSAGE_IN_QUEUE", "0")
         r = await c.call(11, pull_ext("g", "OR", 99, 0))
-        assert r.code == 1 and r.remark.startswith("queueId[99] is illegal, topic:[OR] topicConfig.readQueueNums:[8]")
+        assert r.code == 1 and r.remark.startswith("queueId[99] is illegal, topic:[OR] topicConfig.readQueueNums:[4]")
         r = await c.call(11, pull_ext("g", "NoSuchTopic", 0, 0))
         assert r.code == 17 and r.remark.startswith("topic[NoSuchTopic] not exist, apply first please!")
         # retention emulation: below the min offset the consumer is moved, the group has no offset -> 22
