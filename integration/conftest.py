@@ -60,6 +60,15 @@ def cluster() -> Iterator[IntegrationCluster]:
         running.close()
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from .test_differential import SUMMARY
+
+    if SUMMARY:
+        terminalreporter.section("differential check")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture
 def restartable(cluster: IntegrationCluster) -> IntegrationCluster:
     """The cluster, when its backend can restart the broker (embedded, testcontainers)."""

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from .compare import compare
+from .compare import compare, rules_for
 from .runner import embedded_target, load_accounts, real_target, recording_path, run, save, select
 
 
@@ -43,7 +43,7 @@ async def main(argv: list[str]) -> int:
         real, version = await run(target, cases)
         async with embedded_target(accounts_file) as emb:
             embedded, _ = await run(emb, cases)
-        report = compare(real, embedded)
+        report = compare(real, embedded, rules_for(version))
         for d in report.divergences:
             print(d)
         print(report.summary(f"real {version}{' (ACL)' if acl else ''}", "embedded"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from airflow_provider_rocketmq.client.message import decode_messages
 
 from .cases_namesrv import create_topic, routed
-from .cases_pull import fill
+from .cases_pull import fill, group_known
 from .frames import heartbeat, props, pull, send_v2, subscription
 from .session import Session, case
 from .wire import Conn
@@ -41,6 +41,7 @@ async def stats(s: Session) -> None:
     await s.step("topic-stats", b, 202, {"topic": t})
     await s.step("topic-stats-unknown", b, 202, {"topic": s.name("missing")})
     await s.step("consume-stats-none", b, 208, {"consumerGroup": g, "topic": t})
+    await group_known(s, b, g, t)
     await s.setup(b, 15, {"consumerGroup": g, "topic": t, "queueId": 0, "commitOffset": 1})
     await s.step("consume-stats-topic", b, 208, {"consumerGroup": g, "topic": t})
     await s.step("consume-stats-all", b, 208, {"consumerGroup": g})

@@ -13,8 +13,8 @@ from airflow_provider_rocketmq.client.message import decode_messages
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
 
 from .cases_namesrv import create_topic, routed
-from .cases_pull import fill
-from .frames import heartbeat, lock_body, mq, subscription
+from .cases_pull import fill, group_known
+from .frames import heartbeat, lock_body, mq, pull, subscription
 from .session import Session, case
 
 NOTIFY_WAIT = 3.0  # how long a case waits for a NOTIFY_CONSUMER_IDS_CHANGED that should come
@@ -137,6 +137,7 @@ async def reset_offset(s: Session) -> None:
     admin = await s.broker()
     await s.setup(admin, 17, create_topic(topic, 2, 2))
     await fill(s, admin, topic, 0, ["", "", ""])
+    await group_known(s, admin, g, topic)
     await s.setup(admin, 15, {"consumerGroup": g, "topic": topic, "queueId": 0, "commitOffset": 3})
     await s.setup(admin, 15, {"consumerGroup": g, "topic": topic, "queueId": 1, "commitOffset": 0})
     reset = {"topic": topic, "group": g, "timestamp": 0, "isForce": True}
@@ -147,6 +148,8 @@ async def reset_offset(s: Session) -> None:
     told = await member.wait_inbound(220, 1, 5)
     s.observe_inbound("told-member", told[0] if told else None)
     await s.step("committed-after", admin, 14, {"consumerGroup": g, "topic": topic, "queueId": 0})
+    # how a member that was not told learns of the reset: its next pull from the old offset
+    await s.step("member-pulls-old-offset", member, 11, pull(g, topic, 0, 3))
     await s.step("not-forced-ahead", admin, 222, {**reset, "timestamp": -1, "isForce": False})
     await s.step("unknown-topic", admin, 222, {**reset, "topic": s.name("missing")})
     await s.step("group-without-offsets", admin, 222, {**reset, "group": s.name("fresh")})

@@ -25,6 +25,12 @@ async def fill(s: Session, b: Conn, topic: str, queue_id: int, tags: list[str], 
     await s.settled(b, topic, queue_id, start + len(tags))
 
 
+async def group_known(s: Session, b: Conn, group: str, topic: str) -> None:
+    """Make the broker know ``group`` (a pull auto-creates it): 5.x refuses offset commits of
+    a group it does not know, 4.9.7 creates it on the commit."""
+    await s.setup(b, 11, pull(group, topic, 0, 0, max_nums=1), expect_any=True)
+
+
 @case("pull.statuses")
 async def statuses(s: Session) -> None:
     b = await s.broker()
@@ -121,6 +127,7 @@ async def consumer_offsets(s: Session) -> None:
     topic, g = s.name("T"), s.name("g")
     await s.setup(b, 17, create_topic(topic, 2, 2))
     await fill(s, b, topic, 0, ["", ""])
+    await group_known(s, b, g, topic)
     q = {"consumerGroup": g, "topic": topic}
     await s.step("query-none-q0", b, 14, {**q, "queueId": 0})
     await s.step("query-none-empty-q1", b, 14, {**q, "queueId": 1})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .cases_namesrv import create_topic, routed
 from .frames import batch_body, props, pull, send_v1, send_v2
-from .session import Session, case
+from .session import Session, SetupError, case
 from .wire import Conn
 
 SEND_VARY = ()  # every field of a send answer is compared (msgId is normalised)
@@ -175,10 +175,33 @@ async def retry_topic(s: Session) -> None:
     await s.step("below-max", b, 310, send_v2(retry, queue_id=0, properties=props(TAGS="R"), reconsume=1,
                                                   max_reconsume=3), b"r1")
     await stored(s, "retry-stored", b, retry, 0, 1)
-    await s.step("at-max", b, 310, send_v2(retry, queue_id=0, reconsume=3, max_reconsume=3), b"r3")
-    await stored(s, "dlq-stored", b, "%DLQ%" + group, 0, 1)
-    await routed(s, "%DLQ%" + group, lazily=True)
-    await s.step("dlq-route", await s.namesrv(), 105, {"topic": "%DLQ%" + group, "acceptStandardJsonOnly": "true"})
-    await s.step("default-max-16", b, 310, send_v2(retry, queue_id=0, reconsume=16), b"r16")
-    await stored(s, "dlq-after-16", b, "%DLQ%" + group, 0, 1, offset=1)
+    dlq = "%DLQ%" + group
+    for label, reconsume, max_reconsume in (("at-max", 3, 3), ("above-max", 4, 3), ("default-max-16", 16, None)):
+        before = await stored_count(b, [(retry, 0), (dlq, 0)])
+        await s.step(label, b, 310, send_v2(retry, queue_id=0, reconsume=reconsume, max_reconsume=max_reconsume),
+                     label.encode())
+        await landed(s, b, [(retry, 0), (dlq, 0)], before)
+        await s.step(f"{label}-retry-max", b, 30, {"topic": retry, "queueId": 0})
+        await s.step(f"{label}-dlq-max", b, 30, {"topic": dlq, "queueId": 0})
+    await s.step("dlq-stored", b, 11, pull(s.name("reader"), dlq, 0, 0))
+    await routed(s, dlq, lazily=True)
+    await s.step("dlq-route", await s.namesrv(), 105, {"topic": dlq, "acceptStandardJsonOnly": "true"})
     await s.step("bad-queue", b, 310, send_v2(retry, queue_id=1, reconsume=0), b"x")
+
+
+async def stored_count(b: Conn, queues: list[tuple[str, int]]) -> int:
+    n = 0
+    for topic, qid in queues:
+        r = await b.call(30, {"topic": topic, "queueId": qid})
+        n += int(r.ext.get("offset", "0")) if r is not None and r.code == 0 else 0
+    return n
+
+
+async def landed(s: Session, b: Conn, queues: list[tuple[str, int]], before: int, timeout: float = 5.0) -> None:
+    """Wait until ``queues`` hold more than ``before`` messages (which one got it is compared after)."""
+    async def more() -> bool:
+        return await stored_count(b, queues) > before
+    try:
+        await s.wait_until("the message to land", more, timeout)
+    except SetupError:
+        pass  # not stored at all: the steps that follow show it

@@ -28,6 +28,7 @@ _HOST_ONLY = re.compile(r"\b(?:127\.0\.0\.1|0\.0\.0\.0)\b")
 _MSGID = re.compile(r"\b[0-9A-F]{32}\b")
 _TS = re.compile(r"(?<!\d)1[6-9]\d{11}(?!\d)")  # epoch milliseconds 2020..2033
 _STACK_LINE = re.compile(r"(\.java):\d+\)")
+_FAQ = re.compile(r"See https?://rocketmq\.apache\.org/\S+ for further details\.")  # the URL moved in 5.x
 Fields = dict[str, Any]
 
 
@@ -45,6 +46,7 @@ class Normalizer:
         s = _HOST_ONLY.sub("{host}", s)
         s = _MSGID.sub("{msgid}", s)
         s = _TS.sub("{ts}", s)
+        s = _FAQ.sub("See {faq} for further details.", s)
         return _STACK_LINE.sub(r"\1)", s)
 
     def value(self, v: Any) -> Any:

@@ -112,10 +112,10 @@ class Session:
         return resp
 
     async def setup(self, conn: Conn, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
-                    *, expect: int = 0, timeout: float = 10.0) -> RemotingCommand:
-        """A preparation request; anything but ``expect`` ends the case."""
+                    *, expect: int = 0, timeout: float = 10.0, expect_any: bool = False) -> RemotingCommand:
+        """A preparation request; anything but ``expect`` (``expect_any``: no answer) ends the case."""
         resp = await conn.call(code, ext, body, timeout=timeout)
-        if resp is None or resp.code != expect:
+        if resp is None or (resp.code != expect and not expect_any):
             got = "no answer" if resp is None else f"{resp.code} {resp.remark!r}"
             raise SetupError(f"setup request {code} {ext}: expected {expect}, got {got}")
         return resp
