@@ -29,7 +29,7 @@ from .errors import (
 from .queue import MessageQueue
 from .remoting import fastjson
 from .remoting.acl import AclHook
-from .remoting.codes import RequestCode, ResponseCode
+from .remoting.codes import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
 from .remoting.command import RemotingCommand
 from .remoting.connection import ConnectionPool, Handler
 from .route import MASTER_ID, ClusterInfo, NameServerClient, TopicRouteData
@@ -256,7 +256,30 @@ class MQClient:
                               RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header))
         else:
             # Setting an absolute value is idempotent: retried like the reads, route re-read included.
-            await self._offset_rpc(RequestCode.UPDATE_CONSUMER_OFFSET, mq, extra, timeout, max_attempts=attempts)
+            resp = await self._offset_rpc(RequestCode.UPDATE_CONSUMER_OFFSET, mq, extra, timeout,
+                                          ok=(ResponseCode.SUCCESS, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
+                                          max_attempts=attempts)
+            if resp.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+                await self._make_group_known(mq, group, resp, timeout)
+                await self._offset_rpc(RequestCode.UPDATE_CONSUMER_OFFSET, mq, extra, timeout,
+                                       max_attempts=attempts)
+
+    async def _make_group_known(self, mq: MessageQueue, group: str, refusal: RemotingCommand,
+                                timeout: float | None) -> None:
+        """A 5.x broker refuses an offset commit of a group it does not know (26; 4.9.7 creates the
+        group). Group-only committers (the Spark source, the window commit) never heartbeat or pull
+        with that group, so one pull at the queue's max offset makes the broker auto-create it
+        (``autoCreateSubscriptionGroup``, the default): nothing is read, committed or registered.
+        If the broker still refuses, its own 26 is raised."""
+        top = await self.max_offset(mq, timeout)
+        header = {**self._queue_header(mq), "consumerGroup": self.ns(group), "queueOffset": top, "maxMsgNums": 1,
+                  "sysFlag": PULL_FLAG_SUBSCRIPTION, "commitOffset": 0, "suspendTimeoutMillis": 0,
+                  "subscription": "*", "subVersion": 0, "expressionType": "TAG"}
+        resp = await self.invoke(await self.master_addr(mq), RemotingCommand.request(RequestCode.PULL_MESSAGE, header),
+                                 timeout)
+        if resp.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+            raise broker_error(refusal.code, refusal.remark, addr=await self.master_addr(mq))
+        log.info("group %s was unknown to the broker of %s: made known by a pull, committing again", group, mq)
 
     async def max_offset(self, mq: MessageQueue, timeout: float | None = None) -> int:
         """Offset one past the last message of the queue (the high-water mark)."""

@@ -127,6 +127,9 @@ async def consumer_offsets(s: Session) -> None:
     topic, g = s.name("T"), s.name("g")
     await s.setup(b, 17, create_topic(topic, 2, 2))
     await fill(s, b, topic, 0, ["", ""])
+    stranger = {"consumerGroup": s.name("stranger"), "topic": topic, "queueId": 0}  # a group the broker never saw
+    await s.step("query-group-never-seen", b, 14, stranger)
+    await s.step("update-group-never-seen", b, 15, {**stranger, "commitOffset": 1})
     await group_known(s, b, g, topic)
     q = {"consumerGroup": g, "topic": topic}
     await s.step("query-none-q0", b, 14, {**q, "queueId": 0})

@@ -96,6 +96,10 @@ VERSIONS: dict[str, list[Known]] = {"5.3.3": [
             "unless its first message is in memory (4.9.7: 0 while the queue's min offset is 0); the client "
             "treats 22 as 'no stored offset' and applies its consume-from rule")
       for step in ("query-none-empty-q1", "query-q1-negative", "query-unknown-topic")),
+    Known("offsets.consumer", "update-group-never-seen", "*", "5.x answers 26 SUBSCRIPTION_GROUP_NOT_EXIST to an "
+          "offset commit of a group it never saw (4.9.7 creates the group); the client then makes the group known "
+          "with one pull at the queue's end and commits again (the Spark source and the window commit never "
+          "heartbeat or pull with their commit group)"),
     Known("offsets.consumer", "update-unknown-topic", "*", "5.x refuses to commit an offset of an unknown topic "
           "(17); the client raises TopicNotExistError"),
     Known("offsets.queries", "search-future", "ext.offset", "5.x answers the max offset for a time after every "

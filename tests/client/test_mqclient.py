@@ -16,6 +16,7 @@ from airflow_provider_rocketmq.client.errors import (
     ConnectionClosedError,
     RequestTimeoutError,
     RouteNotFoundError,
+    SubscriptionError,
     SystemError_,
     TopicNotExistError,
 )
@@ -24,6 +25,7 @@ from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.client.remoting.acl import sign
 from airflow_provider_rocketmq.client.remoting.codes import RequestCode
 from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol
 
 from .peer import ScriptedPeer, route_body
 
@@ -61,6 +63,46 @@ async def test_route_and_offset_helpers_send_java_headers() -> None:
         assert by_code[RequestCode.SEARCH_OFFSET_BY_TIMESTAMP]["timestamp"] == "1795244528000"
         assert by_code[RequestCode.UPDATE_CONSUMER_OFFSET] == {
             "topic": "T", "queueId": "2", "bname": "broker-a", "consumerGroup": "g", "commitOffset": "11"}
+    finally:
+        await client.close()
+        await ns.stop()
+        await broker.stop()
+
+
+async def test_a_group_a_5x_broker_does_not_know_is_made_known_by_a_pull_then_committed() -> None:
+    # 5.3.3 answers 26 "Group g not exist!" to UPDATE_CONSUMER_OFFSET of a group it never saw (4.9.7
+    # creates it): the commit is retried once after a pull at the queue's max offset made the broker
+    # auto-create the group (nothing read, nothing committed)
+    ns, broker = await _cluster()
+    known: set[str] = set()
+
+    async def commit(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.ext["consumerGroup"] not in known:
+            return cmd.make_response(26, remark=f"Group {cmd.ext['consumerGroup']} not exist!")
+        return cmd.make_response(0)
+
+    async def pull(conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.ext["consumerGroup"] != "nocreate":  # autoCreateSubscriptionGroup=false for this one
+            known.add(cmd.ext["consumerGroup"])
+            return cmd.make_response(19, {"nextBeginOffset": "42", "minOffset": "0", "maxOffset": "42"},
+                                     remark="OFFSET_OVERFLOW_ONE")
+        return cmd.make_response(26, remark="subscription group [nocreate] does not exist")
+
+    broker.on(RequestCode.UPDATE_CONSUMER_OFFSET, commit)
+    broker.on(RequestCode.PULL_MESSAGE, pull)
+    broker.reply(RequestCode.GET_MAX_OFFSET, {"offset": "42"})
+    client = MQClient(ClientConfig(namesrv_addr=ns.addr))
+    mq = MessageQueue("T", "broker-a", 1)
+    try:
+        await client.update_consumer_offset(mq, "g", 7)
+        assert known == {"g"}
+        assert [c.code for c in broker.received][-4:] == [RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.GET_MAX_OFFSET,
+                                                          RequestCode.PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET]
+        p = next(c for c in broker.received if c.code == RequestCode.PULL_MESSAGE).ext
+        assert (p["consumerGroup"], p["queueOffset"], p["maxMsgNums"], p["sysFlag"], p["commitOffset"]) == (
+            "g", "42", "1", "4", "0")  # at the end of the queue, subscription in the request, no commit flag
+        with pytest.raises(SubscriptionError, match="Group nocreate not exist!"):
+            await client.update_consumer_offset(mq, "nocreate", 7)
     finally:
         await client.close()
         await ns.stop()
