@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
-_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 
 
 def github_anchor(heading: str) -> str:
