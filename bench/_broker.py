@@ -3,7 +3,7 @@ and the backlog they read.
 
 `start_broker` runs `airflow_provider_rocketmq.embedded.backlog`: a name server and a broker with
 ``topic`` on ``queues`` queues, optionally holding a backlog written straight into its store.
-`fill` sends 100-byte messages through the producer instead; `backlog` counts what a topic holds.
+`fill` sends messages through the project's producer instead (batches of 128); `backlog` counts what a topic holds.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ def start_broker(topic: str, messages: int = 0, size: int = 100,
     return proc, line.split("=", 1)[1]
 
 
-def fill(lt: LoopThread, namesrv: str, topic: str, count: int) -> None:
-    """Send ``count`` 100-byte messages, 128 per batch, round-robin over the topic's queues."""
+def fill(lt: LoopThread, namesrv: str, topic: str, count: int, size: int = 100) -> None:
+    """Send ``count`` messages of ``size`` bytes, 128 per batch, round-robin over the topic's queues."""
     async def go() -> None:
         producer = AsyncProducer(ClientConfig(namesrv_addr=namesrv), group="bench_producer")
         await producer.start()
         qs = await producer.publish_queues(topic)
-        body = b"x" * 100
+        body = b"x" * size
         sent, q = 0, 0
         while sent < count:
             n = min(128, count - sent)

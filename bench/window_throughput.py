@@ -1,21 +1,37 @@
-"""End-to-end window throughput: `rocketmq-airflow window` over a large backlog, in its own process.
+"""End-to-end window throughput: `rocketmq-airflow window` over a backlog, next to the push consumer.
 
-For each window size (default 1,000,000 and 5,000,000 messages of 100 bytes on 8
-queues) an embedded broker is started in a separate process with the backlog
-written straight into its store (`airflow_provider_rocketmq.embedded.backlog`).
-Each run consumes the whole backlog as one window with a fresh consumer group,
-staging Parquet into a temporary directory, in a child process of its own, and
-prints:
+Each run consumes a whole backlog of 100-byte messages on 8 queues twice, each time
+with a fresh consumer group and in a child process of its own:
 
-- msgs/s: messages / wall time of the window (snapshot -> consume -> Parquet ->
-  manifest -> commit), measured inside the child;
-- CPU-s/M: the child's user+system CPU seconds per million messages for the window
-  (process start-up and imports are reported apart, as "startup");
+- the window: `rocketmq-airflow window` (snapshot -> consume -> Parquet -> manifest ->
+  commit), staging into a temporary directory;
+- (a): the push consumer with a no-op listener, as `bench/consume_throughput.py`'s mode (a),
+
+and prints for each:
+
+- msgs/s: messages / wall time, measured inside the child (the window: its whole run;
+  (a): from start() until every message reached the listener);
+- CPU-s/M: the child's user+system CPU seconds per million messages over that time
+  (process start-up and imports apart, shown as "startup" for the window), and how
+  it splits by thread (per-thread /proc clocks);
 - peak RSS: the child's VmHWM (whole process life, imports included);
-- staged: bytes of Parquet written (zstd).
+- staged: bytes of Parquet written (zstd) and the number of files;
+- window/(a): the window's rate against (a)'s in the same run.
 
+It ends with issue 22's targets over the runs (window >= 80 % of (a), <= 3.0 CPU-s/M,
+peak RSS <= 250 MB): in how many runs each was met, with the medians.
+
+Two ways to get a backlog:
+
+    # embedded broker in its own process, backlog written into its store (default sizes 1M and 5M)
     .venv/bin/python bench/window_throughput.py [--sizes 1000000,5000000] [--runs 3]
-        [--profile DIR]   # also record each run with py-spy (pip install py-spy)
+    # any broker: each topic's whole backlog is one window; --fill tops each topic up to N messages
+    # first (the project's producer, batches of 128 x 100 B, round-robin; an empty topic is created
+    # with 8 queues)
+    .venv/bin/python bench/window_throughput.py --namesrv HOST:PORT --topic T1M,T5M [--fill 1000000,5000000]
+
+    [--profile DIR]   # also record each window run with py-spy (pip install py-spy)
+    [--no-push]       # the window runs only
 
 The broker's CPU is not counted (it runs in another process). Asserts nothing.
 """
@@ -26,25 +42,25 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench._broker import start_broker
 
-CHILD = r"""
+# what both children share: per-thread CPU clocks sampled from /proc (threads end before the process
+# does), grouped by the thread name up to its first "_" (the consumer's names end in the group)
+_SAMPLER = r"""
 import json, os, resource, sys, threading, time
 sys.path.insert(0, %(root)r)
-t_start = time.perf_counter()
-from airflow_provider_rocketmq import cli
-import pyarrow, pyarrow.parquet, numpy  # what the window imports anyway, counted as start-up
-
 TICK = os.sysconf("SC_CLK_TCK")
-threads = {}  # tid -> (name, cpu seconds): sampled, since threads end before the process does
+threads = {}  # tid -> (name, cpu seconds)
 
 def sample_threads():
     names = {str(t.native_id): t.name.split("_")[0] for t in threading.enumerate()}
@@ -62,28 +78,51 @@ def sampler():
         sample_threads()
         time.sleep(0.1)
 
+def baseline():
+    # what threads spent before the measured part (imports, on the main thread) is left out
+    sample_threads()
+    return {tid: cpu for tid, (_, cpu) in threads.items()}
+
+def report(base, **fields):
+    sample_threads()
+    with open("/proc/self/status") as fh:  # not ru_maxrss: that keeps the forking parent's RSS over exec
+        hwm_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+    by_name = {}
+    for tid, (name, cpu) in threads.items():
+        by_name[name] = by_name.get(name, 0.0) + cpu - base.get(tid, 0.0)
+    print("RESULT " + json.dumps({**fields, "maxrss_kb": hwm_kb, "threads": by_name}), flush=True)
+"""
+
+WINDOW_CHILD = _SAMPLER + r"""
+t_start = time.perf_counter()
+from airflow_provider_rocketmq import cli
+import pyarrow, pyarrow.parquet, numpy  # what the window imports anyway, counted as start-up
 threading.Thread(target=sampler, daemon=True, name="bench-sampler").start()
+base = baseline()
 ru0 = resource.getrusage(resource.RUSAGE_SELF)
 t0 = time.perf_counter()
 code = cli.main(%(argv)r)
 t1 = time.perf_counter()
 ru1 = resource.getrusage(resource.RUSAGE_SELF)
-sample_threads()
-with open("/proc/self/status") as fh:  # not ru_maxrss: that keeps the forking parent's RSS over exec
-    hwm_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
-by_name = {}
-for name, cpu in threads.values():
-    by_name[name] = by_name.get(name, 0.0) + cpu
-print("RESULT " + json.dumps({
-    "code": code, "wall": t1 - t0, "startup_wall": t0 - t_start,
-    "cpu": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
-    "startup_cpu": ru0.ru_utime + ru0.ru_stime, "maxrss_kb": hwm_kb, "threads": by_name}), flush=True)
+report(base, code=code, wall=t1 - t0, startup_wall=t0 - t_start,
+       cpu=(ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), startup_cpu=ru0.ru_utime + ru0.ru_stime)
 """
 
+PUSH_CHILD = _SAMPLER + r"""
+from bench.consume_throughput import run_push
+threading.Thread(target=sampler, daemon=True, name="bench-sampler").start()
+base = baseline()
+wall, cpu, loop_cpu, workers_cpu = run_push(%(namesrv)r, %(topic)r, %(group)r, %(total)d, 1)
+report(base, code=0, wall=wall, cpu=cpu, loop=loop_cpu, workers=workers_cpu)
+"""
 
-def run_window(namesrv: str, topic: str, group: str, staging: str, profile: str | None) -> dict[str, float]:
-    argv = ["window", "--namesrv", namesrv, "--group", group, "--topic", topic, "--staging", staging, "--json"]
-    cmd = [sys.executable, "-c", CHILD % {"root": ROOT, "argv": argv}]
+RATIO_TARGET = 0.80  # issue 22: the window >= 80 % of (a)'s rate in the same invocation
+CPU_TARGET = 3.0  # ... <= 3.0 client CPU-s per million
+RSS_TARGET_MB = 250  # ... peak RSS <= 250 MB
+
+
+def _child(code: str, profile: str | None = None) -> dict[str, Any]:
+    cmd = [sys.executable, "-c", code]
     if profile:
         # --gil: samples of the thread holding the GIL, i.e. where Python time goes (pyarrow's
         # Parquet encoding releases the GIL: see the per-thread CPU split for it)
@@ -92,8 +131,15 @@ def run_window(namesrv: str, topic: str, group: str, staging: str, profile: str 
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT, check=False)
     result = next((json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")), None)
     if out.returncode != 0 or result is None or result["code"] != 0:
-        raise RuntimeError(f"window failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-3000:]}")
-    window = next(json.loads(line) for line in out.stdout.splitlines() if line.startswith("{"))
+        raise RuntimeError(f"child failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-3000:]}")
+    result["stdout"] = out.stdout
+    return result
+
+
+def run_window(namesrv: str, topic: str, group: str, staging: str, profile: str | None) -> dict[str, Any]:
+    argv = ["window", "--namesrv", namesrv, "--group", group, "--topic", topic, "--staging", staging, "--json"]
+    result = _child(WINDOW_CHILD % {"root": ROOT, "argv": argv}, profile)
+    window = next(json.loads(line) for line in result["stdout"].splitlines() if line.startswith("{"))
     with open(window["manifest"], encoding="utf-8") as fh:
         manifest = json.load(fh)
     result["messages"] = window["messages"]
@@ -102,43 +148,133 @@ def run_window(namesrv: str, topic: str, group: str, staging: str, profile: str 
     return result
 
 
+def run_push(namesrv: str, topic: str, group: str, total: int) -> dict[str, Any]:
+    return _child(PUSH_CHILD % {"root": ROOT, "namesrv": namesrv, "topic": topic, "group": group, "total": total})
+
+
+def _split(threads: dict[str, float], total: int) -> str:
+    by = sorted(threads.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {cpu / total * 1e6:.2f}" for name, cpu in by if cpu / total * 1e6 >= 0.05)
+
+
+def verdict(runs: list[dict[str, tuple[float, float, float]]]) -> list[str]:
+    """Issue 22's targets over the runs, as printed lines; ``runs[i]["window"|"a"] = (msgs/s, CPU-s/M,
+    peak RSS MB)``. A run without an (a) counts for the CPU and RSS targets only."""
+    lines = []
+    paired = [r for r in runs if "a" in r]
+    if paired:
+        ratios = [r["window"][0] / r["a"][0] for r in paired]
+        lines += ["window/(a) by run: " + ", ".join(f"{x:.1%}" for x in ratios),
+                  (f"target window >= {RATIO_TARGET:.0%} of (a): met in {sum(x >= RATIO_TARGET for x in ratios)} "
+                   f"of {len(paired)} runs (median {statistics.median(ratios):.1%})")]
+    cpus = [r["window"][1] for r in runs]
+    rss = [r["window"][2] for r in runs]
+    lines += [(f"target window <= {CPU_TARGET} CPU-s/M: met in {sum(c <= CPU_TARGET for c in cpus)} of {len(runs)} "
+               f"runs (median {statistics.median(cpus):.2f})"),
+              (f"target window peak RSS <= {RSS_TARGET_MB} MB: met in {sum(m <= RSS_TARGET_MB for m in rss)} of "
+               f"{len(runs)} runs (max {max(rss):.0f} MB)")]
+    return lines
+
+
+def _backlog(namesrv: str, topic: str, fill_to: int | None, queues: int, size: int) -> int:
+    """Messages ``topic`` holds on ``namesrv``, after topping it up to ``fill_to`` (if given)."""
+    from airflow_provider_rocketmq.client import Admin, ClientConfig
+    from airflow_provider_rocketmq.client.errors import RocketMQError
+    from airflow_provider_rocketmq.client.loop_thread import LoopThread
+    from bench._broker import backlog, fill
+
+    lt = LoopThread()
+    try:
+        try:
+            have = backlog(lt, namesrv, topic)
+        except RocketMQError:  # no route: the topic does not exist yet
+            have = 0
+        if fill_to is not None and have < fill_to:
+            if have == 0:
+                with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
+                    admin.create_topic(topic, queues)
+            t = time.perf_counter()
+            fill(lt, namesrv, topic, fill_to - have, size)
+            print(f"# {topic}: filled {fill_to - have} x {size} B in {time.perf_counter() - t:.1f}s", flush=True)
+            have = backlog(lt, namesrv, topic)
+        return have
+    finally:
+        lt.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="1000000,5000000", help="window sizes, comma-separated")
-    ap.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
+    ap.add_argument("--namesrv", default=None, help="use this broker's name server instead of the embedded broker")
+    ap.add_argument("--topic", default=None, help="with --namesrv: comma-separated topics, each one window")
+    ap.add_argument("--fill", default=None, help="with --namesrv: top each topic up to this many messages first "
+                    "(comma-separated, one per topic)")
+    ap.add_argument("--sizes", default="1000000,5000000", help="embedded broker: window sizes, comma-separated")
+    ap.add_argument("--size", type=int, default=100, help="body bytes of generated messages (default 100)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--profile", default=None, metavar="DIR", help="py-spy raw profiles of every run go here")
+    ap.add_argument("--no-push", action="store_true", help="skip the push consumer (a) runs")
+    ap.add_argument("--profile", default=None, metavar="DIR", help="py-spy raw profiles of every window run go here")
     args = ap.parse_args()
+    if (args.namesrv is None) != (args.topic is None):
+        ap.error("--namesrv and --topic go together")
+    if args.fill is not None and args.namesrv is None:
+        ap.error("--fill needs --namesrv (the embedded broker writes its backlog itself)")
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores")
-    print(f"{'size':>9} {'run':>3} {'msgs/s':>9} {'CPU-s/M':>8} {'peak RSS':>9} {'staged':>10} {'files':>5} "
-          f"{'startup':>14}")
-    for total in (int(s) for s in args.sizes.split(",")):
-        topic = f"BenchWindow{total}"
-        t = time.perf_counter()
-        broker, namesrv = start_broker(topic, total, args.size)
-        print(f"# backlog of {total} x {args.size} B written in {time.perf_counter() - t:.1f}s", flush=True)
+    if args.namesrv is not None:
+        topics = args.topic.split(",")
+        fills = [int(x) for x in args.fill.split(",")] if args.fill else [None] * len(topics)
+        if len(fills) != len(topics):
+            ap.error("--fill takes one count per topic")
+        targets = [(t, lambda t=t, n=n: (None, args.namesrv, _backlog(args.namesrv, t, n, 8, args.size)))
+                   for t, n in zip(topics, fills)]
+    else:
+        def embedded(total: int) -> tuple[Any, str, int]:
+            t = time.perf_counter()
+            broker, namesrv = start_broker(f"BenchWindow{total}", total, args.size)
+            print(f"# backlog of {total} x {args.size} B written in {time.perf_counter() - t:.1f}s", flush=True)
+            return broker, namesrv, total
+        targets = [(f"BenchWindow{n}", lambda n=n: embedded(n)) for n in (int(s) for s in args.sizes.split(","))]
+    print(f"{'size':>9} {'run':>3} {'':<7} {'msgs/s':>9} {'CPU-s/M':>8} {'peak RSS':>9} {'staged':>10} "
+          f"{'files':>5} {'startup':>14}")
+    runs: list[dict[str, tuple[float, float, float]]] = []
+    for topic, prepare in targets:
+        broker, namesrv, total = prepare()
+        if not total:
+            print(f"# {topic} holds no message: skipped")
+            continue
         try:
             for run in range(1, args.runs + 1):
+                tag = f"{os.getpid()}_{total}_{run}_{int(time.time())}"
                 staging = tempfile.mkdtemp(prefix="rmq-bench-window-")
                 profile = os.path.join(args.profile, f"window-{total}-{run}.txt") if args.profile else None
                 try:
-                    r = run_window(namesrv, topic, f"bench_window_{os.getpid()}_{total}_{run}", staging, profile)
+                    w = run_window(namesrv, topic, f"bench_window_{tag}", staging, profile)
                 finally:
                     shutil.rmtree(staging, ignore_errors=True)
-                assert r["messages"] == total, r
-                print(f"{total:>9} {run:>3} {total / r['wall']:>9.0f} {r['cpu'] / total * 1e6:>8.2f} "
-                      f"{r['maxrss_kb'] / 1024:>7.0f}MB {r['staged'] / 2**20:>8.1f}MB {r['files']:>5} "
-                      f"{r['startup_wall']:>5.1f}s/{r['startup_cpu']:.1f}cpu", flush=True)
-                split = sorted(r["threads"].items(), key=lambda kv: -kv[1])
-                print("      CPU-s/M by thread: " + ", ".join(
-                    f"{name} {cpu / total * 1e6:.2f}" for name, cpu in split if cpu / total * 1e6 >= 0.05),
-                    flush=True)
+                assert w["messages"] == total, (w["messages"], total)
+                w_rate, w_cpu, w_rss = total / w["wall"], w["cpu"] / total * 1e6, w["maxrss_kb"] / 1024
+                runs.append({"window": (w_rate, w_cpu, w_rss)})
+                print(f"{total:>9} {run:>3} {'window':<7} {w_rate:>9.0f} {w_cpu:>8.2f} {w_rss:>7.0f}MB "
+                      f"{w['staged'] / 2**20:>8.1f}MB {w['files']:>5} "
+                      f"{w['startup_wall']:>5.1f}s/{w['startup_cpu']:.1f}cpu", flush=True)
+                print(f"{'':>22}CPU-s/M by thread: {_split(w['threads'], total)}", flush=True)
+                if args.no_push:
+                    continue
+                a = run_push(namesrv, topic, f"bench_a_{tag}", total)
+                a_rate, a_cpu, a_rss = total / a["wall"], a["cpu"] / total * 1e6, a["maxrss_kb"] / 1024
+                runs[-1]["a"] = (a_rate, a_cpu, a_rss)
+                print(f"{total:>9} {run:>3} {'(a)':<7} {a_rate:>9.0f} {a_cpu:>8.2f} {a_rss:>7.0f}MB "
+                      f"{'':>10} {'':>5} {'':>14} window/(a) {w_rate / a_rate:.1%}", flush=True)
+                print(f"{'':>22}CPU-s/M by thread: {_split(a['threads'], total)}", flush=True)
         finally:
-            broker.terminate()
-            broker.wait(30)
+            if broker is not None:
+                broker.terminate()
+                broker.wait(30)
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if runs:
+        for line in verdict(runs):
+            print(line)
 
 
 if __name__ == "__main__":
