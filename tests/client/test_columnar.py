@@ -10,6 +10,7 @@ import recorded_vectors as vectors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_provider_rocketmq.client import columnar
 from airflow_provider_rocketmq.client.batch import PullFilter, decode_message_batch
 from airflow_provider_rocketmq.client.columnar import (
     MESSAGE_COLUMNS,
@@ -283,3 +284,84 @@ def test_fuzz_accepts_and_refuses_like_decode_messages(data: bytes) -> None:
     except RocketMQError:
         got = None
     assert got == expected
+
+
+# -- the uniform-properties fast path (_split_uniform) ----------------------------------------------
+
+def _props_column(body: bytes) -> Any:
+    """The raw property strings of a body's records, as `to_record_batch` hands them to the splitters."""
+    import pyarrow as pa
+
+    msgs = decode_messages(body)
+    return pa.array([m._props_raw.decode("utf-8") for m in msgs], pa.string()), len(msgs)
+
+
+WANTED = ("TAGS", "KEYS", "UNIQ_KEY", "RETRY_TOPIC")
+
+
+def _split_both(body: bytes) -> tuple[Any, Any]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    raw, n = _props_column(body)
+    return (columnar._split_uniform(raw, n, pa, np, WANTED), columnar._split_properties(raw, n, pa, pc, np, WANTED))
+
+
+def test_uniform_properties_take_the_fast_path_and_equal_the_general_one() -> None:
+    # what a real 4.9.7 broker returns for the project's producer: WAIT stored twice, no trailing separator
+    real = [f"UNIQ_KEY\x01U{i:031d}\x02WAIT\x01true\x02CLUSTER\x01DefaultCluster\x02WAIT\x01true" for i in range(40)]
+    java = [f"TAGS\x01T{i % 3}\x02KEYS\x01k{i} x\x02名\x01值{i}\x02" for i in range(40)]  # trailing separator
+    for raws in (real, java, ["A\x01b"] * 3):
+        body = b"".join(stored(i, props=p) for i, p in enumerate(raws))
+        fast, general = _split_both(body)
+        assert fast is not None, raws[0]
+        assert fast[0].equals(general[0])  # the same map, entries in the same order
+        assert all(a.equals(b) for a, b in zip(fast[1], general[1]))
+        assert_same(body)
+
+
+@pytest.mark.parametrize("raws", [
+    ["A\x01b", "A\x01b\x02"],  # trailing separator in some records only
+    ["A\x01b\x02C\x01d", "A\x01b\x02E\x01d"],  # a different name
+    ["A\x01b\x02C\x01d", "A\x01b\x02CC\x01d"],  # a name of another length
+    ["A\x01b\x02CX\x01d", "A\x01b\x02CY\x01d"],  # same length, other bytes
+    ["A\x01bbbbbbbbbbbbbbbbbbbbbbbbbbbb\x02ABCDEFGHIJ\x01d", "A\x01b\x02ABCDEFGHIK\x01d"],  # differs after 8 bytes
+    ["A\x01\x02C\x01d", "A\x01b\x02C\x01d"],  # an empty value
+    ["\x01b\x02C\x01d", "\x01b\x02C\x01d"],  # an empty name
+    ["A\x01b\x01c", "A\x01b\x01c"],  # a value holding a name-value separator
+    ["junk\x02A\x01b", "junk\x02A\x01b"],  # an item without separator
+    ["A\x01b\x02\x02C\x01d", "A\x01b\x02\x02C\x01d"],  # an empty item
+    ["", ""],  # no properties at all
+])
+def test_irregular_properties_fall_back_to_the_general_path(raws: list[str]) -> None:
+    body = b"".join(stored(i, props=p) for i, p in enumerate(raws))
+    fast, _ = _split_both(body)
+    assert fast is None
+    assert_same(body)
+
+
+UNIFORM_VALUE = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+                        min_size=1, max_size=12)
+
+
+@st.composite
+def uniform_messages(draw: st.DrawFn) -> list[bytes]:
+    names = draw(st.lists(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "RETRY_TOPIC", "WAIT", "名", "ABCDEFGHIJKLM"]),
+                          min_size=1, max_size=6))
+    trailing = draw(st.booleans())
+    out = []
+    for i in range(draw(st.integers(1, 40))):
+        raw = "\x02".join(f"{k}\x01{draw(UNIFORM_VALUE)}" for k in names) + ("\x02" if trailing else "")
+        out.append(stored(i, props=raw, topic=draw(st.sampled_from(["T", "%RETRY%ns%g"]))))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=uniform_messages(), restore=st.booleans(), namespace=st.sampled_from(["", "ns"]))
+def test_generated_uniform_properties_equal_reference(parts: list[bytes], restore: bool, namespace: str) -> None:
+    body = b"".join(parts)
+    fast, general = _split_both(body)
+    assert fast is not None
+    assert fast[0].equals(general[0]) and all(a.equals(b) for a, b in zip(fast[1], general[1]))
+    assert_same(body, MQ, PullFilter(None, None, restore, namespace))
