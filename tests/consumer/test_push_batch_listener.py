@@ -94,6 +94,35 @@ def test_sync_batch_listener_once_per_batch_in_order_on_one_thread(cluster: Test
     assert all(f.tags is None and f.stop is None and f.namespace == "" for f in decoder.filters)
 
 
+def test_a_finished_batch_is_settled_while_every_pull_loop_waits_in_a_long_poll(cluster: TestCluster) -> None:
+    # the consume thread never wakes the loop: its results are collected by a timer while batches
+    # are in flight, so the last batches settle without waiting for a pull to return
+    topic, group = "BatchSettleTopic", "g_batch_settle"
+    cluster.create_topic(topic, 2)
+    cluster.fill(topic, 60, per_batch=30)
+    seen: list[int] = []
+    release = threading.Event()
+
+    def listener(batch, ctx):  # type: ignore[no-untyped-def]
+        release.wait(20)  # finishes once the pull loops sit in long polls of 15 s
+        seen.append(batch.count)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr,
+                     **{**FAST, "broker_suspend_max_time": 15.0, "consumer_timeout_when_suspend": 20.0})
+    c.subscribe(topic)
+    c.register_batch_listener(listener, decode_message_batch)
+    c.start()
+    try:
+        wait_until(lambda: c.stats()["pulled_messages"] == 60, 20, "every message pulled")
+        release.set()
+        wait_until(lambda: sum(seen) == 60, 10, "every batch through the listener")
+        wait_until(lambda: c.stats()["consumed_ok"] == 60, 2, "every batch settled")
+        assert c.stats()["cached_messages"] == 0
+    finally:
+        c.shutdown()
+
+
 def test_async_batch_listener_never_concurrent_for_one_queue(cluster: TestCluster) -> None:
     topic, group = "BatchAsyncTopic", "g_batch_async"
     cluster.create_topic(topic, 2)

@@ -4,6 +4,9 @@ Every batch goes through one FIFO: a sync ``fn`` runs on one dedicated consume
 thread, an ``async def fn`` on one task of the event loop. So batches of one
 queue reach ``fn`` in offset order and never concurrently; a slow ``fn`` is
 back-pressure (the cache fills up and the pull loops stop on flow control).
+As for message listeners, batches share the consume thread's wake-ups (`KickScheduler`)
+and the thread never wakes the loop: its results are collected by the pull loops and by a
+timer while batches are in flight.
 
 ``CONSUME_SUCCESS`` with the default ``ack_index`` settles the whole batch: the
 offset moves past ``last_offset``. Otherwise the messages from ``ack_index + 1``
@@ -28,7 +31,7 @@ from ..batch import PulledBatch
 from ..message import MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig
-from .consume_pool import ConsumePool, wait_exited
+from .consume_pool import RESULT_POLL_MAX, RESULT_POLL_MIN, ConsumePool, KickScheduler, wait_exited
 from .lifecycle import Background, Lifecycle, wait_set
 from .listener import ConsumeContext, failed_from, is_async_listener
 from .ports import OffsetSink, SendBackFn
@@ -61,7 +64,11 @@ class BatchConsumeService:
         self.inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        # the consume thread's results wait in a deque that the loop polls (the pull loops before
+        # each pull, and a timer while batches are in flight): the thread never wakes the loop
         self._results: collections.deque[_Result] = collections.deque()
+        self._poll_timer: asyncio.TimerHandle | None = None
+        self._poll_interval = RESULT_POLL_MIN
         self.pool: ConsumePool | None = None
         self._queue: collections.deque[tuple[PulledBatch, ProcessQueue, MessageQueue]] = collections.deque()
         self._wake = asyncio.Event()
@@ -69,6 +76,7 @@ class BatchConsumeService:
             self.bg.spawn(self._async_worker(), "batch listener")
         else:
             self.pool = ConsumePool(1, f"ConsumeBatchThread_{group}")
+        self._kick = KickScheduler(self.loop, self.pool) if self.pool is not None else None
 
     # -- dispatch --------------------------------------------------------------------------
     def submit_batch(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue) -> None:
@@ -76,7 +84,11 @@ class BatchConsumeService:
         self._idle.clear()
         if self.pool is not None:
             self.pool.submit(self._run_sync, batch, pq, mq)
-            self.pool.kick()
+            assert self._kick is not None
+            self._kick.schedule()
+            if self._poll_timer is None:
+                self._poll_interval = RESULT_POLL_MIN
+                self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
         else:
             self._queue.append((batch, pq, mq))
             self._wake.set()
@@ -92,14 +104,8 @@ class BatchConsumeService:
             except Exception:
                 log.exception("batch listener raised on %d message(s) of %s; they will be retried",
                               batch.count, mq)
-        results = self._results
-        results.append((batch, pq, mq, status, ctx.ack_index, ctx.delay_level_when_next_consume,
-                        time.monotonic() - start))
-        if len(results) == 1:  # the loop drains until empty: one wake-up per burst is enough
-            try:
-                self.loop.call_soon_threadsafe(self.settle_ready)
-            except RuntimeError:  # the loop is closed: the consumer is gone
-                pass
+        self._results.append((batch, pq, mq, status, ctx.ack_index, ctx.delay_level_when_next_consume,
+                              time.monotonic() - start))
 
     async def _async_worker(self) -> None:
         queue = self._queue
@@ -127,6 +133,16 @@ class BatchConsumeService:
         results = self._results
         while results:
             self._settle(*results.popleft())
+
+    def _poll_results(self) -> None:
+        self._poll_timer = None
+        if self._results:
+            self.settle_ready()
+            self._poll_interval = RESULT_POLL_MIN
+        else:  # a slow listener (or a writer pushing back): poll less often, up to RESULT_POLL_MAX
+            self._poll_interval = min(self._poll_interval * 2, RESULT_POLL_MAX)
+        if self.inflight > 0:
+            self._poll_timer = self.loop.call_later(self._poll_interval, self._poll_results)
 
     # -- results (loop thread) -----------------------------------------------------------------
     def _settle(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue, status: Any, ack_index: int,
@@ -204,6 +220,11 @@ class BatchConsumeService:
         return await wait_set(self._idle, timeout)
 
     async def close(self) -> None:
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+            self._poll_timer = None
+        if self._kick is not None:
+            self._kick.cancel()
         await self.bg.cancel_all()
         if self.pool is not None:
             self.pool.shutdown()

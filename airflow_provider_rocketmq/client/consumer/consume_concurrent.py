@@ -20,7 +20,7 @@ from typing import Any
 from ..message import MessageExt
 from ..queue import MessageQueue
 from .config import ConsumerConfig, ConsumeStatus
-from .consume_pool import ConsumePool, wait_exited
+from .consume_pool import RESULT_POLL_MAX, RESULT_POLL_MIN, ConsumePool, KickScheduler, wait_exited
 from .lifecycle import Background, Lifecycle, wait_set
 from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
 from .ports import OffsetSink, OwnedQueues, SendBackFn
@@ -30,10 +30,6 @@ from .stats import ConsumeStatsTable
 log = logging.getLogger(__name__)
 
 RESUBMIT_DELAY = 5.0
-KICK_BATCHES = 16  # wake a worker at once when this many batches wait
-KICK_DELAY = 0.002  # otherwise at most this late
-RESULT_POLL_MIN = 0.002  # the loop collects worker results at least this often while busy ...
-RESULT_POLL_MAX = 0.02  # ... backing off to this while listeners are slow  # Java submitConsumeRequestLater
 EXPIRED_DELAY_LEVEL = 3  # Java cleanExpiredMsg sends back with delay level 3
 
 Failure = tuple[list[MessageExt], int]  # (messages, delay level)
@@ -68,33 +64,10 @@ class ConcurrentConsumeService:
         self._poll_timer: asyncio.TimerHandle | None = None
         self._poll_interval = RESULT_POLL_MIN
         self.pool: ConsumePool | None = None
+        self._kick: KickScheduler | None = None
         if not self.is_async:
             self.pool = ConsumePool(config.consume_thread_min, f"ConsumeMessageThread_{group}")
-        self._kick_scheduled = False
-        self._kick_timer: asyncio.TimerHandle | None = None
-
-    def _schedule_kick(self) -> None:
-        # Batches share worker wake-ups: a wake-up is a futex call, a context switch and a GIL
-        # hand-off that stalls the loop thread after its next syscall. Wake at once when a few
-        # batches wait, otherwise within KICK_DELAY (bounded latency, far fewer wake-ups).
-        pool = self.pool
-        if pool is None:
-            return
-        if pool.pending() >= KICK_BATCHES:
-            if self._kick_timer is not None:
-                self._kick_timer.cancel()
-                self._kick_timer = None
-            if not self._kick_scheduled:
-                self._kick_scheduled = True
-                self.loop.call_soon(self._kick)
-        elif self._kick_timer is None and not self._kick_scheduled:
-            self._kick_timer = self.loop.call_later(KICK_DELAY, self._kick)
-
-    def _kick(self) -> None:
-        self._kick_scheduled = False
-        self._kick_timer = None
-        if self.pool is not None:
-            self.pool.kick()
+            self._kick = KickScheduler(self.loop, self.pool)
 
     # -- dispatch --------------------------------------------------------------------------
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
@@ -107,7 +80,8 @@ class ConcurrentConsumeService:
         else:
             assert self.pool is not None
             self.pool.submit(self._run_sync, msgs, pq, mq, token, fl)
-            self._schedule_kick()
+            assert self._kick is not None
+            self._kick.schedule()
             if self._poll_timer is None:
                 self._poll_interval = RESULT_POLL_MIN
                 self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
@@ -287,6 +261,8 @@ class ConcurrentConsumeService:
         if self._poll_timer is not None:
             self._poll_timer.cancel()
             self._poll_timer = None
+        if self._kick is not None:
+            self._kick.cancel()
         await self.bg.cancel_all()
         if self.pool is not None:
             self.pool.shutdown()

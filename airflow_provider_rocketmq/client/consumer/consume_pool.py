@@ -121,6 +121,49 @@ class ConsumePool:
                 return
 
 
+KICK_BATCHES = 16  # wake a worker at once when this many batches wait
+KICK_DELAY = 0.002  # otherwise at most this late
+RESULT_POLL_MIN = 0.002  # the loop collects worker results at least this often while busy ...
+RESULT_POLL_MAX = 0.02  # ... backing off to this while listeners are slow  # Java submitConsumeRequestLater
+
+
+class KickScheduler:
+    """When the loop wakes a pool's sleeping worker for submitted batches (loop thread only).
+
+    Batches share wake-ups: a wake-up is a futex call, a context switch and a GIL hand-off
+    that stalls the loop thread after its next syscall. `schedule` wakes at once when
+    ``KICK_BATCHES`` batches wait, otherwise within ``KICK_DELAY`` (bounded latency, far
+    fewer wake-ups).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pool: ConsumePool) -> None:
+        self.loop = loop
+        self.pool = pool
+        self._scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def schedule(self) -> None:
+        if self.pool.pending() >= KICK_BATCHES:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self._scheduled:
+                self._scheduled = True
+                self.loop.call_soon(self._kick)
+        elif self._timer is None and not self._scheduled:
+            self._timer = self.loop.call_later(KICK_DELAY, self._kick)
+
+    def _kick(self) -> None:
+        self._scheduled = False
+        self._timer = None
+        self.pool.kick()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 THREAD_EXIT_WAIT = 0.5  # close(): idle workers exit within microseconds; a stuck listener is not waited for
 
 
