@@ -183,7 +183,8 @@ class WindowCollector:
         finally:
             with self._cond:
                 self._inflight -= 1
-                self._cond.notify_all()
+                if self._closed:  # only `close` waits for this; anyone else is woken by `_notify`
+                    self._cond.notify_all()
 
     def _admit(self, key: QueueKey, state: _QueueState, batch: ColumnBatch) -> ColumnBatch | None:
         frontier = state.frontier

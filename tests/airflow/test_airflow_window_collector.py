@@ -199,3 +199,18 @@ def test_bad_expression_names_the_field() -> None:
     with pytest.raises(ConfigError) as err:
         parse_tag_expression(" || ")
     assert err.value.field == "expression"
+
+
+def test_admitted_batches_do_not_wake_the_runner_until_its_decision_may_change() -> None:
+    # a wake-up per pulled batch would cost the runner thread a loop turn (and a GIL hand-off) each
+    c, _ = collector({A0: 100})
+    c.set_start(A0, 0)
+    returned = threading.Event()
+    t = threading.Thread(target=lambda: (c.wait_for_change(30), returned.set()))
+    t.start()
+    for i in range(10):
+        c.offer(batch(A0, [i]))
+    assert not returned.wait(0.3)
+    c.notify()
+    assert returned.wait(10)
+    t.join(5)
