@@ -22,8 +22,8 @@ numpy and pyarrow are imported on first use (the client itself needs neither).
 from __future__ import annotations
 
 import struct
-from array import array
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from .batch import PullFilter
@@ -141,21 +141,23 @@ class ColumnBatch:
     last_offset: int
     count: int
     body_bytes: int
-    queue_offsets: array[int]  # of each kept message, in order (int64)
-    body_sizes: array[int]  # body length of each kept message (inflated)
+    queue_offsets: list[int]  # of each kept message, in order
+    body_sizes: list[int]  # body length of each kept message (inflated)
 
-    def __init__(self, mq: MessageQueue, body: bytes, starts: Sequence[int], offsets: Sequence[int],
-                 sizes: Sequence[int], inflated: dict[int, bytes] | None, flt: PullFilter) -> None:
+    def __init__(self, mq: MessageQueue, body: bytes, starts: list[int], offsets: list[int],
+                 sizes: list[int], inflated: dict[int, bytes] | None, flt: PullFilter) -> None:
         self.mq = mq
         self.first_offset = offsets[0]
         self.last_offset = offsets[-1]
         self.count = len(starts)
         self.body_bytes = sum(sizes)
-        # int64 arrays, not lists: a batch waiting in a cache or queue costs 8 bytes per number, not ~36
-        self.queue_offsets = array("q", offsets)
-        self.body_sizes = array("q", sizes)
+        # the walk's lists as they are: an int64 array would cost ~10 us per pull to convert on the
+        # loop thread, and the ~30 bytes more per number only count for the few thousand messages
+        # a window's caches and writer queue hold (thresholds of 1,000 messages per queue by default)
+        self.queue_offsets = offsets
+        self.body_sizes = sizes
         self._body = body
-        self._starts = array("q", starts)  # byte offsets of the kept records in body
+        self._starts = starts  # byte offsets of the kept records in body
         self._inflated = inflated  # record start -> inflated body, for compressed records
         self._filter = flt
         self._rb: pa.RecordBatch | None = None
@@ -249,9 +251,72 @@ def decode_columns(body: bytes, mq: MessageQueue, filter: PullFilter) -> ColumnB
     return batch.select([i for i, tag in enumerate(batch.tags()) if tag in wanted])
 
 
-def _walk(data: bytes) -> tuple[list[int], list[int], list[int], dict[int, bytes] | None]:
+_Walked = tuple[list[int], list[int], list[int], dict[int, bytes] | None]
+
+
+class _Irregular(Exception):
+    """A record `_walk_usual` does not handle (or a malformed one): `_walk_checked` takes the body."""
+
+
+_USUAL_FLAGS_OFF = FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6 | FLAG_COMPRESSED
+_TAILS: dict[int, Any] = {}  # topic length -> unpack_from of (topic length, properties length) around it
+
+
+def _walk(data: bytes) -> _Walked:
     """Validate every record as `decode_messages` does; return their starts, queue offsets,
     body sizes (inflated) and the inflated bodies of compressed records."""
+    try:
+        return _walk_usual(data)
+    except (_Irregular, struct.error, IndexError, UnicodeDecodeError):
+        return _walk_checked(data)  # raises the precise MessageDecodeError for a malformed body
+
+
+def _walk_usual(data: bytes) -> _Walked:
+    """`_walk_checked` for a body of IPv4, uncompressed, magic-v1 records of one topic (what a
+    pull of one queue returns), with fewer Python operations per record: (topic length,
+    properties length) in one read past the body, one sum for the bounds; anything else raises.
+
+    A record is accepted when the checked walk accepts it: its layout fits in its size
+    (88-byte prefix + body + topic length byte + topic + properties length + properties, no
+    length negative), the topic is the first record's (UTF-8-checked once), and the records
+    tile the body exactly.
+    """
+    end = len(data)
+    unpack = _V4_WALK.unpack_from
+    size, magic, _, _, body_len = unpack(data, 0)
+    t = _MIN_RECORD + body_len
+    if magic != MAGIC_V1 or body_len < 0 or data[t] > 127:
+        raise _Irregular
+    topic_len = data[t]
+    topic = data[t + 1:t + 1 + topic_len]
+    topic.decode("utf-8")
+    tail = _TAILS.get(topic_len)
+    if tail is None:
+        tail = _TAILS[topic_len] = struct.Struct(f">b{topic_len}xh").unpack_from
+    fixed = _MIN_RECORD + 3 + topic_len  # the prefix, topic length byte, topic, properties length
+    starts: list[int] = []
+    offsets: list[int] = []
+    sizes: list[int] = []
+    add_start, add_offset, add_size = starts.append, offsets.append, sizes.append
+    pos = 0
+    while pos < end:
+        size, magic, queue_offset, sys_flag, body_len = unpack(data, pos)
+        t = pos + _MIN_RECORD + body_len
+        tlen, plen = tail(data, t)
+        if (magic != MAGIC_V1 or sys_flag & _USUAL_FLAGS_OFF or (body_len | plen) < 0 or tlen != topic_len
+                or body_len + plen > size - fixed or not data.startswith(topic, t + 1)):
+            raise _Irregular
+        add_start(pos)
+        add_offset(queue_offset)
+        add_size(body_len)
+        pos += size
+    if pos != end:  # the last record overruns the body
+        raise _Irregular
+    return starts, offsets, sizes, None
+
+
+def _walk_checked(data: bytes) -> _Walked:
+    """Every record checked field by field (IPv6 hosts, compressed bodies, magic v2, mixed topics)."""
     starts: list[int] = []
     offsets: list[int] = []
     sizes: list[int] = []
@@ -355,8 +420,8 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
         data = b"".join([b._body for b in batches])
         lengths = np.fromiter((len(b._body) for b in batches), dtype=np.int64, count=len(batches))
         bases = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        # the batches' int64 arrays joined as bytes: no Python int per record
-        starts = np.frombuffer(b"".join([b._starts for b in batches]), dtype=np.int64) + np.repeat(bases, counts)
+        starts = np.fromiter(chain.from_iterable(b._starts for b in batches), dtype=np.int64,
+                             count=int(counts.sum())) + np.repeat(bases, counts)
     n = len(starts)
     buf = np.frombuffer(data, dtype=np.uint8)
     # (records, 88): every fixed prefix, gathered through a sliding-window view of the bytes (no

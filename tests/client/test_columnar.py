@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import zlib
 from typing import Any
 
@@ -365,3 +366,63 @@ def test_generated_uniform_properties_equal_reference(parts: list[bytes], restor
     assert fast is not None
     assert fast[0].equals(general[0]) and all(a.equals(b) for a, b in zip(fast[1], general[1]))
     assert_same(body, MQ, PullFilter(None, None, restore, namespace))
+
+
+# -- the usual walk (_walk_usual) accepts nothing the checked walk refuses --------------------------
+
+def _both_walks(data: bytes) -> tuple[Any, Any]:
+    try:
+        usual: Any = columnar._walk_usual(data)
+    except (columnar._Irregular, struct.error, IndexError, UnicodeDecodeError):
+        usual = "irregular"
+    try:
+        checked: Any = columnar._walk_checked(data)
+    except MessageDecodeError:
+        checked = "refused"
+    return usual, checked
+
+
+def test_the_usual_walk_takes_the_recorded_pull_bodies_and_agrees() -> None:
+    taken = 0
+    for _, body in PULL_BODIES:
+        usual, checked = _both_walks(body)
+        assert checked != "refused"
+        if usual != "irregular":
+            taken += 1
+            assert usual == checked
+    assert taken > 0
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.one_of(mutated(), st.binary(max_size=300), messages().map(b"".join),
+                      st.lists(st.integers(0, 40), min_size=1, max_size=12).map(
+                          lambda ns: b"".join(stored(i, body=b"x" * n) for i, n in enumerate(ns)))))
+def test_the_usual_walk_returns_what_the_checked_walk_does_or_hands_over(data: bytes) -> None:
+    usual, checked = _both_walks(data)
+    if usual != "irregular":
+        assert usual == checked
+
+
+def _patched(record: bytes, at: int, raw: bytes) -> bytes:
+    return record[:at] + raw + record[at + len(raw):]
+
+
+@pytest.mark.parametrize("case", ["other topic, not UTF-8", "properties past the record", "negative properties length",
+                                  "negative body length"])
+def test_the_usual_walk_hands_malformed_records_to_the_checked_walk(case: str) -> None:
+    first = stored(0, topic="TA", body=b"abc", props="A\x01b")
+    second = stored(1, topic="TA", body=b"abc", props="A\x01b")
+    plen_at = 88 + 3 + 1 + 2  # prefix, body, topic length byte, topic
+    if case == "other topic, not UTF-8":
+        second = _patched(second, 88 + 3 + 1, b"T\xff")
+    elif case == "properties past the record":
+        second = _patched(second, plen_at, struct.pack(">h", 3 + 4))  # 4 bytes more than the record holds
+    elif case == "negative properties length":
+        second = _patched(second, plen_at, struct.pack(">h", -1))
+    else:
+        second = _patched(second, 84, struct.pack(">i", -3))
+    body = first + second + stored(2, topic="TA", body=b"abc", props="A\x01b")
+    usual, checked = _both_walks(body)
+    assert checked == "refused" and usual == "irregular"
+    with pytest.raises(MessageDecodeError):
+        decode_columns(body, MQ, ALL)
