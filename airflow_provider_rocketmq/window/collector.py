@@ -101,7 +101,10 @@ class WindowCollector:
         self._resolve_start = resolve_start
         self._resolve_floor = resolve_floor
         self._queues: dict[QueueKey, _QueueState] = {}
-        self._cond = threading.Condition()
+        # `with self._lock` (a C-level enter) where only mutual exclusion is needed: `with` on the
+        # Condition goes through its Python-level __enter__/__exit__, twice per pulled batch
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._version = 0
         self._staged = 0
         self._staged_bytes = 0
@@ -115,7 +118,7 @@ class WindowCollector:
         return self._high_water[key]
 
     def known(self, key: QueueKey) -> bool:
-        with self._cond:
+        with self._lock:
             return key in self._queues
 
     def set_start(self, key: QueueKey, start: int) -> None:
@@ -162,6 +165,32 @@ class WindowCollector:
         key = (batch.mq.broker_name, batch.mq.queue_id)
         if key not in self._high_water:
             return  # a queue created after the snapshot is not part of this window
+        admitted = None
+        with self._lock:  # the usual batch: its queue has a start and the batch leaves no gap
+            state = self._queues.get(key)
+            usual = (state is not None and not self._closed
+                     and not (batch.first_offset > state.frontier and batch.last_offset >= state.frontier))
+            if state is not None and usual:
+                admitted = self._admit(key, state, batch)
+                if admitted is None:
+                    return
+                self._inflight += 1
+        if admitted is not None:
+            self._stage(admitted)
+        elif not usual:
+            self._offer_resolving(key, batch)
+
+    def _stage(self, admitted: ColumnBatch) -> None:
+        try:
+            self._sink(admitted)
+        finally:
+            with self._lock:
+                self._inflight -= 1
+                if self._closed:  # only `close` waits for this; anyone else is woken by `_notify`
+                    self._cond.notify_all()
+
+    def _offer_resolving(self, key: QueueKey, batch: ColumnBatch) -> None:
+        """`offer` for a queue without a start yet, or a batch past its frontier (a gap)."""
         if not self.known(key) and self._resolve_start is not None:
             self.set_start(key, self._resolve_start(key))
         with self._cond:
@@ -171,20 +200,14 @@ class WindowCollector:
             gap = batch.first_offset > state.frontier and batch.last_offset >= state.frontier
         if gap and self._resolve_floor is not None:
             self.set_start(key, self._resolve_floor(key))
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             admitted = self._admit(key, state, batch)
             if admitted is None:
                 return
             self._inflight += 1
-        try:
-            self._sink(admitted)
-        finally:
-            with self._cond:
-                self._inflight -= 1
-                if self._closed:  # only `close` waits for this; anyone else is woken by `_notify`
-                    self._cond.notify_all()
+        self._stage(admitted)
 
     def _admit(self, key: QueueKey, state: _QueueState, batch: ColumnBatch) -> ColumnBatch | None:
         frontier = state.frontier

@@ -60,7 +60,8 @@ class StagingWriter:
         self.files: list[FileEntry] = []
         self.rows = 0
         self.error: BaseException | None = None
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # `with` on it is a C-level call, on the Condition a Python one
+        self._cond = threading.Condition(self._lock)
         self._pending: list[ColumnBatch] = []
         self._pending_bytes = 0
         # the thread is woken when this much waits (or a put is blocked, or at close), not per
@@ -82,7 +83,7 @@ class StagingWriter:
         """Queue a batch; blocks while the thread is ``queue_bytes`` behind. Raises `WriterError`
         when the thread failed (nothing more can be staged)."""
         size = batch.raw_bytes
-        with self._cond:
+        with self._lock:
             if self._pending_bytes and self._pending_bytes + size > self.queue_bytes and self.error is None:
                 self._blocked += 1
                 self._cond.notify_all()  # the thread takes what waits, whatever its amount
