@@ -162,23 +162,26 @@ class WindowCollector:
     # -- fed by the consumer's listener thread ----------------------------------------------------
     def offer(self, batch: ColumnBatch) -> None:
         """Admit what of ``batch`` continues its queue's frontier, within the bounds; stage it."""
+        if not self.offer_usual(batch):
+            self._offer_resolving((batch.mq.broker_name, batch.mq.queue_id), batch)
+
+    def offer_usual(self, batch: ColumnBatch) -> bool:
+        """`offer` for the usual batch, whose queue has its start and which leaves no gap; False,
+        having done nothing, for a batch that needs the resolvers (admin round trips): then `offer`."""
         key = (batch.mq.broker_name, batch.mq.queue_id)
         if key not in self._high_water:
-            return  # a queue created after the snapshot is not part of this window
-        admitted = None
-        with self._lock:  # the usual batch: its queue has a start and the batch leaves no gap
+            return True  # a queue created after the snapshot is not part of this window
+        with self._lock:
             state = self._queues.get(key)
-            usual = (state is not None and not self._closed
-                     and not (batch.first_offset > state.frontier and batch.last_offset >= state.frontier))
-            if state is not None and usual:
-                admitted = self._admit(key, state, batch)
-                if admitted is None:
-                    return
-                self._inflight += 1
-        if admitted is not None:
-            self._stage(admitted)
-        elif not usual:
-            self._offer_resolving(key, batch)
+            if state is None or self._closed \
+                    or (batch.first_offset > state.frontier and batch.last_offset >= state.frontier):
+                return False
+            admitted = self._admit(key, state, batch)
+            if admitted is None:
+                return True
+            self._inflight += 1
+        self._stage(admitted)
+        return True
 
     def _stage(self, admitted: ColumnBatch) -> None:
         try:

@@ -23,11 +23,12 @@ nothing is lost as long as the staging location keeps what was written to it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -74,8 +75,8 @@ class WindowAdmin(OffsetAdmin, Protocol):
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
 
 
-# register it with `register_window_listener`
-Listener = Callable[[ColumnBatch, Any], ConsumeStatus]
+# register it with `register_window_listener` (a coroutine function: it runs on the consumer's loop)
+Listener = Callable[[ColumnBatch, Any], Awaitable[ConsumeStatus]]
 ConsumerFactory = Callable[[Listener], Any]  # returns a subscribed, not started PushConsumer
 
 # ConsumerConfig defaults of a window's consumer (overridable): the flow-control cache of the whole
@@ -221,7 +222,7 @@ def run_window(
         if progress is not None:
             progress.attach(collector)
         try:
-            consumer = _consume(spec, admin, consumer_factory, collector, queues, hwm_by_mq, cancel,
+            consumer = _consume(spec, admin, consumer_factory, collector, writer, queues, hwm_by_mq, cancel,
                                 progress.tick if progress is not None else _no_tick)
         finally:
             if progress is not None:
@@ -270,18 +271,79 @@ def _check_cancel(cancel: threading.Event | None) -> None:
         raise WindowCancelledError("the window was cancelled: no manifest written, nothing committed")
 
 
+class _Room:
+    """Waits, on an event loop, until the writer takes a batch without blocking (`reserve_room`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.fut: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:  # the writer's thread
+        self.loop.call_soon_threadsafe(self._set)
+
+    def _set(self) -> None:
+        if self.fut is not None and not self.fut.done():
+            self.fut.set_result(None)
+
+    async def wait(self, writer: StagingWriter, size: int) -> None:
+        # no await between a refused reservation and the future: `_set` runs on this loop after it
+        while not writer.reserve_room(size, self.wake):
+            self.fut = self.loop.create_future()
+            await self.fut
+
+
+async def _in_thread(fn: Callable[[ColumnBatch], None], batch: ColumnBatch) -> None:
+    """``fn(batch)`` in a daemon thread of its own, awaited (a stuck admin call never holds up the
+    interpreter's exit, as an executor's worker would)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+
+    def run() -> None:
+        try:
+            fn(batch)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting listener
+            loop.call_soon_threadsafe(_settle_future, fut, exc)
+        else:
+            loop.call_soon_threadsafe(_settle_future, fut, None)
+
+    threading.Thread(target=run, name="rocketmq-window-resolve", daemon=True).start()
+    await fut
+
+
+def _settle_future(fut: asyncio.Future[None], exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(exc)
+
+
 def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFactory,
-             collector: WindowCollector, queues: dict[QueueKey, MessageQueue],
+             collector: WindowCollector, writer: StagingWriter, queues: dict[QueueKey, MessageQueue],
              hwm_by_mq: dict[MessageQueue, int], cancel: threading.Event | None,
              tick: Callable[[], None]) -> Any:
     """Run the consumer until the window is complete; returns it suspended (None: nothing to read)."""
 
-    def listener(batch: ColumnBatch, ctx: Any) -> ConsumeStatus:
-        # always "success": a failure status would send the messages back to the group's retry topic;
-        # an error is recorded instead, the runner raises it and nothing is committed
+    room: _Room | None = None
+
+    async def listener(batch: ColumnBatch, ctx: Any) -> ConsumeStatus:
+        # On the consumer's event loop: no consume thread to wake and no hand-off per batch, but
+        # nothing here may block the loop. So the writer's room is awaited, and the rare batch that
+        # needs admin round trips (a queue's first one, a gap) is offered from a thread of its own.
+        # Batches of one queue still come one at a time, in order (the consumer awaits each call).
+        # Always "success": a failure status would send the messages back to the group's retry
+        # topic; an error is recorded instead, the runner raises it and nothing is committed.
+        nonlocal room
         try:
             if not batch.mq.topic.startswith(RETRY_PREFIX):  # redeliveries of older windows are not ours
-                collector.offer(batch)
+                if room is None:
+                    room = _Room(asyncio.get_running_loop())
+                await room.wait(writer, batch.raw_bytes)
+                if not collector.offer_usual(batch):
+                    await _in_thread(collector.offer, batch)
+        except asyncio.CancelledError:
+            raise  # the consumer is shutting down: this batch is not staged, so not in the window either
         except BaseException as exc:  # noqa: BLE001 - re-raised by the runner thread
             collector.fail(exc)
         return ConsumeStatus.CONSUME_SUCCESS

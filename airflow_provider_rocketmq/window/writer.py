@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_provider_rocketmq.client.columnar import ColumnBatch, string_column, to_record_batch
@@ -67,7 +67,8 @@ class StagingWriter:
         # the thread is woken when this much waits (or a put is blocked, or at close), not per
         # batch: a wake-up per pulled batch costs both threads a futex call and a GIL hand-off
         self._wake_bytes = max(1, min(row_group_bytes, queue_bytes) // 2)
-        self._blocked = 0  # puts waiting for room
+        self._blocked = 0  # puts (and `reserve_room` callers) waiting for room
+        self._room_waiters: list[Callable[[], None]] = []
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="rocketmq-window-writer", daemon=True)
         self._file: StagedFile | None = None
@@ -102,6 +103,27 @@ class StagingWriter:
             if self._pending_bytes >= self._wake_bytes:
                 self._cond.notify_all()
 
+    def reserve_room(self, size: int, wake: Callable[[], None]) -> bool:
+        """Whether a batch of ``size`` raw bytes would be queued by `put` without blocking, for a
+        caller that must not block (an event loop); if not, ``wake`` is called from the writer's
+        thread once there may be room (or the writer failed), and the caller asks again."""
+        with self._lock:
+            if self.error is not None or self._closing or not self._pending_bytes \
+                    or self._pending_bytes + size <= self.queue_bytes:
+                return True
+            self._room_waiters.append(wake)
+            self._blocked += 1
+            self._cond.notify_all()  # the thread takes what waits, whatever its amount
+            return False
+
+    def _wake_room_waiters(self) -> None:
+        """Call (outside the lock) the `reserve_room` callbacks registered so far."""
+        with self._lock:
+            waiters, self._room_waiters = self._room_waiters, []
+            self._blocked -= len(waiters)
+        for wake in waiters:
+            wake()
+
     def close(self) -> list[FileEntry]:
         """Write what is queued, publish the last file, stop the thread; the files written, in order."""
         with self._cond:
@@ -121,6 +143,7 @@ class StagingWriter:
             self._pending.clear()
             self._pending_bytes = 0
             self._cond.notify_all()
+        self._wake_room_waiters()
         if self._thread.is_alive():
             self._thread.join(30)
 
@@ -141,6 +164,8 @@ class StagingWriter:
                     closing = self._closing
                     if self._blocked:
                         self._cond.notify_all()
+                if self._room_waiters:
+                    self._wake_room_waiters()
                 group += taken
                 group_bytes += size
                 if group and (group_bytes >= self.row_group_bytes or closing):
@@ -160,6 +185,7 @@ class StagingWriter:
                 self._pending_bytes = 0
                 self._cond.notify_all()
         finally:
+            self._wake_room_waiters()  # they find the error (or the closed writer) when they ask again
             if self.error is not None and self._file is not None:
                 parquet, self._parquet = self._parquet, None
                 if parquet is not None:  # closed into the file about to be discarded: its finaliser

@@ -3,6 +3,7 @@ path, nothing is committed unless the window was staged, and the staging directo
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,9 @@ class FakeConsumer:
             raise self.fail_start
         self.callback("t", [MQ], [MQ])
         if self.deliver:
-            self.listener(batch(("broker-a", 0), range(self.deliver)), type("Ctx", (), {"message_queue": MQ})())
+            # the window's listener is a coroutine function (the consumer runs it on its loop)
+            asyncio.run(self.listener(batch(("broker-a", 0), range(self.deliver)),
+                                      type("Ctx", (), {"message_queue": MQ})()))
 
     def shutdown(self, timeout: float | None = None) -> None:
         self.state = "SHUTDOWN"
@@ -113,8 +116,8 @@ def test_a_failing_stage_shuts_the_consumer_down_and_commits_nothing(tmp_path: P
             self.state = "RUNNING"
             self.callback("t", [MQ], [MQ])
             ctx = type("Ctx", (), {"message_queue": MQ})()
-            self.listener(batch(("broker-a", 0), range(2)), ctx)
-            self.listener(batch_with_bad_properties(("broker-a", 0), 2), ctx)
+            asyncio.run(self.listener(batch(("broker-a", 0), range(2)), ctx))
+            asyncio.run(self.listener(batch_with_bad_properties(("broker-a", 0), 2), ctx))
 
     def factory(listener: Any) -> FakeConsumer:
         made.append(CorruptConsumer(listener))

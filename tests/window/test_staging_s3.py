@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from typing import Any, ClassVar
 
@@ -66,8 +67,8 @@ class Consumer:
     def start(self) -> None:
         self.state = "RUNNING"
         self.callback("t", [MQ0, MQ1], [MQ0, MQ1])
-        for b in self.batches:
-            self.listener(b, None)
+        for b in self.batches:  # the window's listener is a coroutine function (run on the consumer's loop)
+            asyncio.run(self.listener(b, None))
 
     def shutdown(self, timeout: float | None = None) -> None:
         self.state = "SHUTDOWN"

@@ -93,3 +93,60 @@ def test_a_put_blocked_for_room_raises_when_the_writer_is_aborted(tmp_path: Path
     assert [type(e) for e in failed] == [WriterError]
     with pytest.raises(WriterError):
         writer.close()
+
+
+def test_reserve_room_refuses_while_full_and_calls_back_once_the_thread_takes_the_queue(tmp_path: Path) -> None:
+    gate = threading.Event()
+    in_write = threading.Event()
+
+    class Held(StagingWriter):
+        def _write_group(self, group):  # type: ignore[no-untyped-def]
+            in_write.set()
+            gate.wait(10)
+            super()._write_group(group)
+
+    one = batch(A0, [0])
+    size = one.raw_bytes
+    writer = Held(StagingLocation(tmp_path), "w1", row_group_bytes=size, queue_bytes=2 * size).start()
+    writer.put(one)
+    assert in_write.wait(10)  # the thread holds batch 0 in _write_group
+    assert writer.reserve_room(size, lambda: None)
+    writer.put(batch(A0, [1]))
+    assert writer.reserve_room(size, lambda: None)  # 2 x size fits exactly
+    writer.put(batch(A0, [2]))
+    woken = threading.Event()
+    assert not writer.reserve_room(size, woken.set)  # full: the caller is called back instead
+    assert not woken.wait(0.2)
+    gate.set()  # the thread finishes the group and takes the queue
+    assert woken.wait(10)
+    assert writer.reserve_room(size, lambda: None)
+    writer.put(batch(A0, [3]))
+    assert _staged_offsets(tmp_path, writer) == [0, 1, 2, 3]
+
+
+def test_reserve_room_callers_are_called_back_when_the_writer_aborts(tmp_path: Path) -> None:
+    gate = threading.Event()
+    in_write = threading.Event()
+
+    class Held(StagingWriter):
+        def _write_group(self, group):  # type: ignore[no-untyped-def]
+            in_write.set()
+            gate.wait(60)
+            super()._write_group(group)
+
+    one = batch(A0, [0])
+    writer = Held(StagingLocation(tmp_path), "w1", row_group_bytes=one.raw_bytes,
+                  queue_bytes=one.raw_bytes).start()
+    writer.put(one)
+    assert in_write.wait(10)
+    writer.put(batch(A0, [1]))
+    woken = threading.Event()
+    assert not writer.reserve_room(one.raw_bytes, woken.set)
+    aborting = threading.Thread(target=writer.abort)
+    aborting.start()
+    assert woken.wait(10)
+    assert writer.reserve_room(one.raw_bytes, lambda: None)  # then put() raises the writer's error
+    with pytest.raises(WriterError):
+        writer.put(batch(A0, [3]))
+    gate.set()
+    aborting.join(10)
