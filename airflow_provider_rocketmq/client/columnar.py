@@ -133,7 +133,7 @@ class ColumnBatch:
     cost of the Arrow calls over thousands of messages instead of one pull's 32.
     """
 
-    __slots__ = ("_body", "_filter", "_inflated", "_rb", "_starts", "body_bytes", "body_sizes", "count",
+    __slots__ = ("_body", "_filter", "_inflated", "_rb", "_starts", "_topic", "body_bytes", "body_sizes", "count",
                  "first_offset", "last_offset", "mq", "queue_offsets")
 
     mq: MessageQueue
@@ -145,7 +145,8 @@ class ColumnBatch:
     body_sizes: list[int]  # body length of each kept message (inflated)
 
     def __init__(self, mq: MessageQueue, body: bytes, starts: list[int], offsets: list[int],
-                 sizes: list[int], inflated: dict[int, bytes] | None, flt: PullFilter) -> None:
+                 sizes: list[int], inflated: dict[int, bytes] | None, flt: PullFilter,
+                 topic: bytes | None = None) -> None:
         self.mq = mq
         self.first_offset = offsets[0]
         self.last_offset = offsets[-1]
@@ -159,6 +160,7 @@ class ColumnBatch:
         self._body = body
         self._starts = starts  # byte offsets of the kept records in body
         self._inflated = inflated  # record start -> inflated body, for compressed records
+        self._topic = topic  # the (UTF-8-checked) topic of every record, when they share one
         self._filter = flt
         self._rb: pa.RecordBatch | None = None
 
@@ -175,7 +177,7 @@ class ColumnBatch:
             return self
         return ColumnBatch(self.mq, self._body, [self._starts[i] for i in indices],
                            [self.queue_offsets[i] for i in indices], [self.body_sizes[i] for i in indices],
-                           self._inflated, self._filter)
+                           self._inflated, self._filter, self._topic)
 
     def tags(self) -> list[str | None]:
         """The TAGS property of each kept message, read without building the columns (a tag filter
@@ -236,9 +238,9 @@ def decode_columns(body: bytes, mq: MessageQueue, filter: PullFilter) -> ColumnB
     """
     if not body:
         return None
-    starts, offsets, sizes, inflated = _walk(body)
+    starts, offsets, sizes, inflated, topic = _walk(body)
     stop = filter.stop
-    batch = ColumnBatch(mq, body, starts, offsets, sizes, inflated, filter)
+    batch = ColumnBatch(mq, body, starts, offsets, sizes, inflated, filter, topic)
     if stop is not None and offsets[-1] >= stop:  # a pull returns one queue's offsets in order
         kept = batch.select([i for i, off in enumerate(offsets) if off < stop])
         if kept is None:
@@ -251,7 +253,8 @@ def decode_columns(body: bytes, mq: MessageQueue, filter: PullFilter) -> ColumnB
     return batch.select([i for i, tag in enumerate(batch.tags()) if tag in wanted])
 
 
-_Walked = tuple[list[int], list[int], list[int], dict[int, bytes] | None]
+# starts, queue offsets, body sizes, inflated bodies by start, the topic when every record has the same
+_Walked = tuple[list[int], list[int], list[int], dict[int, bytes] | None, bytes | None]
 
 
 class _Irregular(Exception):
@@ -312,7 +315,7 @@ def _walk_usual(data: bytes) -> _Walked:
         pos += size
     if pos != end:  # the last record overruns the body
         raise _Irregular
-    return starts, offsets, sizes, None
+    return starts, offsets, sizes, None, topic
 
 
 def _walk_checked(data: bytes) -> _Walked:
@@ -326,6 +329,7 @@ def _walk_checked(data: bytes) -> _Walked:
     unpack = _V4_WALK.unpack_from
     unpack_h = _H.unpack_from
     last_topic = None
+    mixed = False
     try:
         while pos < end:
             if end - pos < _MIN_RECORD:
@@ -362,6 +366,7 @@ def _walk_checked(data: bytes) -> _Walked:
             topic = data[p:p + tlen]
             if topic != last_topic:
                 topic.decode("utf-8")
+                mixed = last_topic is not None
                 last_topic = topic
             p += tlen
             (plen,) = unpack_h(data, p)
@@ -379,7 +384,7 @@ def _walk_checked(data: bytes) -> _Walked:
         raise MessageDecodeError(f"truncated message record at {pos}") from None
     except UnicodeDecodeError:
         raise MessageDecodeError(f"message topic at {pos} is not UTF-8") from None
-    return starts, offsets, sizes, inflated
+    return starts, offsets, sizes, inflated, None if mixed else last_topic
 
 
 def _properties_of(data: bytes, pos: int) -> bytes:
@@ -443,8 +448,12 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
     t_start = body_end + np.where(v2, 2, 1)
     t_end = t_start + tlen
     plen = _be(buf, t_end, 2, np)
-    try:  # the casts validate UTF-8 (topics were checked by the walk already)
+    shared = batches[0]._topic
+    if shared is not None and all(b._topic == shared for b in batches):
+        topic = string_column(shared.decode("utf-8"), n)  # one topic (the usual group): no per-record copy
+    else:  # the walk checked every topic's UTF-8 already
         topic = _interleaved(data, t_start, tlen, pa, np).cast(pa.string())
+    try:  # the cast validates UTF-8
         props_raw = _interleaved(data, t_end + 2, plen, pa, np).cast(pa.string())
     except pa.ArrowInvalid:
         raise MessageDecodeError("message properties are not UTF-8") from None
@@ -765,7 +774,11 @@ def string_column(value: str, n: int) -> pa.Array:
     """``value`` repeated ``n`` times as an Arrow string array (e.g. a constant ``window_id`` column)."""
     _Lazy.load()
     pa, np = _Lazy.pa, _Lazy.np
-    return _strings([value], pa, np).take(_ints(np.zeros(n, dtype=np.int32), pa))
+    raw = value.encode("utf-8")
+    if n * len(raw) >= 2**31:  # beyond int32 offsets
+        return _strings([value], pa, np).take(_ints(np.zeros(n, dtype=np.int32), pa))
+    offsets = np.arange(0, (n + 1) * len(raw), len(raw), dtype=np.int32) if raw else np.zeros(n + 1, np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
 def _map_strings(arr: Any, fn: Any, pa: Any, pc: Any) -> Any:

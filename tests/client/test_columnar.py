@@ -18,6 +18,7 @@ from airflow_provider_rocketmq.client.columnar import (
     ColumnBatch,
     decode_columns,
     message_schema,
+    string_column,
     to_record_batch,
 )
 from airflow_provider_rocketmq.client.config import ClientConfig, strip_namespace
@@ -426,3 +427,19 @@ def test_the_usual_walk_hands_malformed_records_to_the_checked_walk(case: str) -
     assert checked == "refused" and usual == "irregular"
     with pytest.raises(MessageDecodeError):
         decode_columns(body, MQ, ALL)
+
+
+def test_batches_of_one_topic_each_but_different_topics_keep_their_topics_in_one_record_batch() -> None:
+    a = decode_columns(b"".join(stored(i, topic="TopicA") for i in range(3)), MQ, ALL)
+    b = decode_columns(b"".join(stored(i, topic="TopicB") for i in range(2)), MQ, ALL)
+    mixed = decode_columns(stored(0, topic="TopicA") + stored(1, topic="TopicB"), MQ, ALL)
+    assert a is not None and b is not None and mixed is not None
+    assert to_record_batch([a, a]).column(0).to_pylist() == ["TopicA"] * 6
+    assert to_record_batch([a, b]).column(0).to_pylist() == ["TopicA"] * 3 + ["TopicB"] * 2
+    assert to_record_batch([a, mixed]).column(0).to_pylist() == ["TopicA"] * 4 + ["TopicB"]
+
+
+def test_string_column_repeats_its_value() -> None:
+    assert string_column("w-1", 3).to_pylist() == ["w-1"] * 3
+    assert string_column("", 2).to_pylist() == ["", ""]
+    assert string_column("名", 0).to_pylist() == []
