@@ -262,7 +262,7 @@ class _Irregular(Exception):
 
 
 _USUAL_FLAGS_OFF = FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6 | FLAG_COMPRESSED
-_TAILS: dict[int, Any] = {}  # topic length -> unpack_from of (topic length, properties length) around it
+_TAILS: dict[int, Any] = {}  # topic length -> unpack_from of (topic length, topic, properties length)
 
 
 def _walk(data: bytes) -> _Walked:
@@ -276,8 +276,8 @@ def _walk(data: bytes) -> _Walked:
 
 def _walk_usual(data: bytes) -> _Walked:
     """`_walk_checked` for a body of IPv4, uncompressed, magic-v1 records of one topic (what a
-    pull of one queue returns), with fewer Python operations per record: (topic length,
-    properties length) in one read past the body, one sum for the bounds; anything else raises.
+    pull of one queue returns), with fewer Python operations per record: topic length, topic and
+    properties length in one read past the body, one sum for the bounds; anything else raises.
 
     A record is accepted when the checked walk accepts it: its layout fits in its size
     (88-byte prefix + body + topic length byte + topic + properties length + properties, no
@@ -295,7 +295,7 @@ def _walk_usual(data: bytes) -> _Walked:
     topic.decode("utf-8")
     tail = _TAILS.get(topic_len)
     if tail is None:
-        tail = _TAILS[topic_len] = struct.Struct(f">b{topic_len}xh").unpack_from
+        tail = _TAILS[topic_len] = struct.Struct(f">b{topic_len}sh").unpack_from
     fixed = _MIN_RECORD + 3 + topic_len  # the prefix, topic length byte, topic, properties length
     starts: list[int] = []
     offsets: list[int] = []
@@ -305,9 +305,9 @@ def _walk_usual(data: bytes) -> _Walked:
     while pos < end:
         size, magic, queue_offset, sys_flag, body_len = unpack(data, pos)
         t = pos + _MIN_RECORD + body_len
-        tlen, plen = tail(data, t)
+        tlen, record_topic, plen = tail(data, t)
         if (magic != MAGIC_V1 or sys_flag & _USUAL_FLAGS_OFF or (body_len | plen) < 0 or tlen != topic_len
-                or body_len + plen > size - fixed or not data.startswith(topic, t + 1)):
+                or body_len + plen > size - fixed or record_topic != topic):
             raise _Irregular
         add_start(pos)
         add_offset(queue_offset)
