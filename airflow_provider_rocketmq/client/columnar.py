@@ -606,43 +606,57 @@ def _split_uniform(raw: Any, n: int, pa: Any, np: Any, wanted: Sequence[str]) ->
     m = len(sep) // n
     if m == 0 or len(sep) != n * m:
         return None
-    sep = sep.reshape(n, m)
+    # positions as (separator, record): every pass below runs over rows of n contiguous numbers.
+    # Over (record, separator) rows of m numbers numpy loops m at a time, slower and holding the
+    # GIL throughout (it lets it go only for loops of 500 elements and more): that starved the
+    # consumer's loop thread while the window's writer thread built a row group
+    sep = np.ascontiguousarray(sep.reshape(n, m).T)
     start, end = offs[:-1], offs[1:]
     # exactly m separators in each record, in the order 1 2 1 2 ... (so each pair has one \x01)
-    if not ((sep[:, 0] >= start).all() and (sep[:, -1] < end).all()
-            and (buf[sep] == (np.arange(m, dtype=np.uint8) & 1) + 1).all()):
+    if not ((sep[0] >= start).all() and (sep[-1] < end).all()):
+        return None
+    kinds_seen = buf[sep]
+    if not ((kinds_seen[0::2] == 1).all() and (kinds_seen[1::2] == 2).all()):
         return None
     trailing = m % 2 == 0
-    if trailing and not (sep[:, -1] == end - 1).all():
+    if trailing and not (sep[-1] == end - 1).all():
         return None
     # every name and value between its separators (record ends count as separators) is not empty
-    bounds = np.empty((n, m + 1 + (not trailing)), dtype=np.int64)
-    bounds[:, 0] = start - 1
-    bounds[:, 1:m + 1] = sep
+    bounds = np.empty((m + 1 + (not trailing), n), dtype=np.int64)
+    bounds[0] = start - 1
+    bounds[1:m + 1] = sep
     if not trailing:
-        bounds[:, -1] = end
-    if not (np.diff(bounds, axis=1) > 1).all():
+        bounds[-1] = end
+    if not (np.diff(bounds, axis=0) > 1).all():
         return None
     k = (m + 1) // 2
-    name_begin = bounds[:, 0:2 * k:2] + 1
-    name_end = bounds[:, 1:2 * k + 1:2]
-    value_end = bounds[:, 2:2 * k + 2:2]
+    name_begin = bounds[0:2 * k:2] + 1
+    name_end = bounds[1:2 * k + 1:2]
+    value_end = bounds[2:2 * k + 2:2]
+    widths = name_end[:, :1] - name_begin[:, :1]
+    if not (name_end - name_begin == widths).all():
+        return None
     names = []
     for j in range(k):
-        width = int(name_end[0, j] - name_begin[0, j])
-        if not ((name_end[:, j] - name_begin[:, j]) == width).all() or not _same_bytes(data, buf, name_begin[:, j],
-                                                                                        width, np):
+        if not _same_bytes(data, buf, name_begin[j], int(widths[j, 0]), np):
             return None
-        names.append(buf[name_begin[0, j]:name_end[0, j]].tobytes())
+        names.append(buf[name_begin[j, 0]:name_end[j, 0]].tobytes())
     # a name given twice (a real 4.9.7 broker stores WAIT twice): the last one wins, kept where it
     # stands, as in the general path
     kept = [j for j, name in enumerate(names) if name not in names[j + 1:]]
     if len(kept) < k:
-        name_end, value_end, names = name_end[:, kept], value_end[:, kept], [names[j] for j in kept]
+        names = [names[j] for j in kept]
         k = len(kept)
+    v_begin = name_end[kept] + 1  # (name, record)
+    v_len = value_end[kept] - v_begin
     kinds = pa.string()
-    v_begin = (name_end + 1).reshape(-1)
-    values = _interleaved(data, v_begin, value_end.reshape(-1) - v_begin, pa, np, kinds)
+    # the map's entries record by record: column j of (record, name) written from row j
+    begin_rm = np.empty((n, k), dtype=np.int64)
+    len_rm = np.empty((n, k), dtype=np.int64)
+    for j in range(k):
+        begin_rm[:, j] = v_begin[j]
+        len_rm[:, j] = v_len[j]
+    values = _interleaved(data, begin_rm.reshape(-1), len_rm.reshape(-1), pa, np, kinds)
     lengths = np.fromiter((len(x) for x in names), dtype=np.int32, count=k)
     key_offsets = np.zeros(n * k + 1, dtype=np.int32)
     np.cumsum(np.tile(lengths, n), out=key_offsets[1:])
@@ -653,7 +667,7 @@ def _split_uniform(raw: Any, n: int, pa: Any, np: Any, wanted: Sequence[str]) ->
         raw_name = name.encode("utf-8")
         if raw_name in names:
             j = names.index(raw_name)
-            named.append(_interleaved(data, name_end[:, j] + 1, value_end[:, j] - name_end[:, j] - 1, pa, np, kinds))
+            named.append(_interleaved(data, v_begin[j], v_len[j], pa, np, kinds))
         else:
             named.append(pa.nulls(n, kinds))
     return props, named

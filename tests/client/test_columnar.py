@@ -332,7 +332,9 @@ def test_uniform_properties_take_the_fast_path_and_equal_the_general_one() -> No
     ["A\x01\x02C\x01d", "A\x01b\x02C\x01d"],  # an empty value
     ["\x01b\x02C\x01d", "\x01b\x02C\x01d"],  # an empty name
     ["A\x01b\x01c", "A\x01b\x01c"],  # a value holding a name-value separator
+    ["A\x01b\x01c\x01d", "A\x01b\x01c\x01d"],  # the same, the separators' count odd as in a uniform layout
     ["junk\x02A\x01b", "junk\x02A\x01b"],  # an item without separator
+    ["A\x02b\x02c\x02d", "A\x02b\x02c\x02d"],  # items without separators where names and values would be
     ["A\x01b\x02\x02C\x01d", "A\x01b\x02\x02C\x01d"],  # an empty item
     ["", ""],  # no properties at all
 ])
