@@ -603,12 +603,24 @@ class UniqIdGenerator:
             head = self._head = (ms, f"{self._prefix}{ms:08X}")
         return f"{head[1]}{next(self._counter) & 0xFFFF:04X}"
 
+    def next_ids(self, n: int) -> list[str]:
+        """``n`` ids made at once (one clock read): what ``n`` calls of `next_id` within the same
+        millisecond give, for the pipelined sends that make ids by the chunk."""
+        head = self.next_id()[:-4]
+        counter = self._counter
+        return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(n)]
+
 
 _uniq = UniqIdGenerator()
 
 
 def new_uniq_id() -> str:
     return _uniq.next_id()
+
+
+def new_uniq_ids(n: int) -> list[str]:
+    """``n`` new UNIQ_KEY ids (see `UniqIdGenerator.next_ids`)."""
+    return _uniq.next_ids(n)
 
 
 def message_to_dict(m: MessageExt) -> dict[str, Any]:

@@ -42,7 +42,7 @@ import logging
 import struct
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +63,7 @@ from .message import (
     PROPERTY_UNIQ_KEY,
     PROPERTY_WAIT,
     Message,
-    new_uniq_id,
+    new_uniq_ids,
     properties_to_string,
 )
 from .queue import MessageQueue
@@ -76,7 +76,9 @@ from .send_wire import (
     NotSentError,
     SendResult,
     build_send_request,
+    new_result,
     select_by_key,
+    send_answer,
     send_result,
 )
 
@@ -105,15 +107,19 @@ class SendOutcome:
     run, from 0) of the SEND request that carried it, shared by the messages of one batch; None
     when it was never sent."""
 
-    __slots__ = ("error", "index", "message", "request", "result")
+    __slots__ = ("_result", "error", "index", "message", "request")
 
     def __init__(self, index: int, message: Message, result: SendResult | None,
                  error: RocketMQError | None, request: int | None = None) -> None:
         self.index = index
         self.message = message
-        self.result = result
+        self._result = result
         self.error = error
         self.request = request
+
+    @property
+    def result(self) -> SendResult | None:
+        return self._result
 
     @property
     def ok(self) -> bool:
@@ -122,6 +128,49 @@ class SendOutcome:
     def __repr__(self) -> str:
         what = f"result={self.result!r}" if self.error is None else f"error={self.error!r}"
         return f"SendOutcome(index={self.index}, {what})"
+
+
+class _Answer:
+    """The broker's answer to a stored batch, shared by its messages' outcomes."""
+
+    __slots__ = ("offset", "offset_ids", "queue", "region", "status")
+
+    def __init__(self, queue: MessageQueue, offset: int, status: str, offset_ids: list[str] | None,
+                 region: str | None) -> None:
+        self.queue = queue
+        self.offset = offset  # of the batch's first message: message i sits at offset + i
+        self.status = status
+        self.offset_ids = offset_ids  # one per message, or None when the broker did not list them all
+        self.region = region
+
+    def result(self, pos: int, uniq: str) -> SendResult:
+        ids = self.offset_ids
+        return new_result(uniq, ids[pos] if ids is not None else "", self.queue, self.offset + pos, self.status,
+                          self.region)
+
+
+class _StoredOutcome(SendOutcome):
+    """The outcome of a message of a stored batch: its `SendResult` is made from the batch's answer when
+    first read (a run that only counts its results, like the produce operator's, makes one per request)."""
+
+    __slots__ = ("_answer", "_pos", "_uniq")
+
+    def __init__(self, index: int, message: Message, request: int, answer: _Answer, pos: int, uniq: str) -> None:
+        self.index = index
+        self.message = message
+        self._result = None
+        self.error = None
+        self.request = request
+        self._answer = answer
+        self._pos = pos
+        self._uniq = uniq
+
+    @property
+    def result(self) -> SendResult:
+        r = self._result
+        if r is None:
+            r = self._result = self._answer.result(self._pos, self._uniq)
+        return r
 
 
 @dataclass(frozen=True)
@@ -147,22 +196,25 @@ class PipelineOptions:
 
 
 class _Item:
-    __slots__ = ("alone", "msg", "props", "seq", "text", "uniq")
+    __slots__ = ("alone", "msg", "props", "seq", "size", "text", "uniq")
 
-    def __init__(self, seq: int, msg: Message, props: dict[str, str], uniq: str, text: str, alone: bool) -> None:
+    def __init__(self, seq: int, msg: Message, props: dict[str, str] | None, uniq: str, text: str, alone: bool,
+                 size: int) -> None:
         self.seq = seq
         self.msg = msg  # what the caller put (its outcome names it); body, flag and topic go on the wire
-        self.props = props  # the properties sent: the message's, with UNIQ_KEY and WAIT
+        self.props = props  # the properties sent: the message's, with UNIQ_KEY and WAIT (None: only those two)
         self.uniq = uniq
-        self.text = text  # `props` as the wire writes them
+        self.text = text  # the properties as the wire writes them
         self.alone = alone  # never in a batch (see `batchable`)
+        self.size = size  # its bytes in a batch, properties counted at their UTF-8 maximum
 
     @property
     def sent(self) -> Message:
         """The message as sent (for the builders of the signed and the retry paths)."""
         copy = Message.__new__(Message)
         msg = self.msg
-        copy.topic, copy.body, copy.flag, copy.properties = msg.topic, msg.body, msg.flag, dict(self.props)
+        props = dict(self.props) if self.props is not None else {PROPERTY_UNIQ_KEY: self.uniq, PROPERTY_WAIT: "true"}
+        copy.topic, copy.body, copy.flag, copy.properties = msg.topic, msg.body, msg.flag, props
         return copy
 
 
@@ -230,7 +282,7 @@ class SendPipeline:
         self._queues: dict[str, list[MessageQueue]] = {}
         self._seq = 0
         self._emit = 0  # the next index to hand out
-        self._held: dict[int, SendOutcome] = {}  # finished before an earlier message
+        self._held: dict[int, list[SendOutcome]] = {}  # runs finished before an earlier message, by first index
         self._ready: deque[SendOutcome] = deque()
         self._unkeyed: deque[_Item] = deque()
         self._lanes: dict[MessageQueue, _Lane] = {}
@@ -260,54 +312,83 @@ class SendPipeline:
     def offer(self, msg: Message, key: str | None = None) -> bool:
         """`put` without waiting: False (nothing done) when there is no room or the topic's route
         is not loaded yet."""
-        if self._outstanding >= self._capacity:
-            return False
-        seq = self._seq
+        return self.offer_many(((msg, key),)) == 1
+
+    def offer_many(self, items: Sequence[tuple[Message, str | None]], start: int = 0) -> int:
+        """`offer` for ``items[start:]``, (message, key) pairs validated by the caller, in order, until
+        one does not fit (no room, or its topic's route is not loaded yet): returns the position of
+        the first item not accepted (``len(items)`` when all were). A ConfigError (properties too
+        long) is raised before its item is accepted; the items before it stay accepted.
+
+        The per-message work of a chunk in one loop with its ids made at once: the pipelined path's
+        hot spot."""
+        room = self._capacity - self._outstanding
+        if room <= 0:
+            return start
+        stop = min(len(items), start + room)
         if self.stopped:
-            self._seq = seq + 1
-            self._record(SendOutcome(seq, msg, None, self._aborted("the run stopped")))
-            return True
-        queues = self._queues.get(msg.topic)
-        if queues is None:
-            return False
-        props = msg.properties
-        if props:  # what `prepared` does, without the copy of the message
-            wire = dict(props)
-            uniq = wire.get(PROPERTY_UNIQ_KEY) or new_uniq_id()
-            wire[PROPERTY_UNIQ_KEY] = uniq
-            wire.setdefault(PROPERTY_WAIT, "true")
-            text = properties_to_string(wire)
-            if len(text) * 4 > MAX_PROPERTIES_LEN and len(text.encode("utf-8")) > MAX_PROPERTIES_LEN:
-                raise ConfigError("properties", f"encoded properties exceed {MAX_PROPERTIES_LEN} bytes")
-            alone = len(msg.body) >= self._compress_over or bool(wire.get(PROPERTY_DELAY))
-        else:
-            uniq = new_uniq_id()
-            wire = {PROPERTY_UNIQ_KEY: uniq, PROPERTY_WAIT: "true"}
-            text = f"{PROPERTY_UNIQ_KEY}\x01{uniq}\x02{PROPERTY_WAIT}\x01true"
-            alone = len(msg.body) >= self._compress_over
-        if msg.topic.startswith(RETRY_PREFIX):
-            alone = True
-        self._seq = seq + 1
-        item = _Item(seq, msg, wire, uniq, text, alone)
-        self._outstanding += 1
-        if key is None:
-            self._unkeyed.append(item)
-        else:
-            mq = select_by_key(queues, key)
-            lane = self._lanes.get(mq)
-            if lane is None:
-                lane = self._lanes[mq] = _Lane(mq)
-            if lane.broken is not None:
-                self._outstanding -= 1
-                self._record(SendOutcome(seq, msg, None, SendAbortedError(
-                    f"not sent: an earlier message of {mq} failed ({lane.broken})", lane.broken)))
-                return True
-            lane.pending.append(item)
-            if not lane.busy and len(lane.pending) == 1:
-                self._lanes_ready.append(lane)
-        if self._flush_handle is None:
-            self._flush_handle = self._loop.call_soon(self._flush)
-        return True
+            for i in range(start, stop):
+                seq = self._seq
+                self._seq = seq + 1
+                self._record(SendOutcome(seq, items[i][0], None, self._aborted("the run stopped")))
+            return stop
+        ids = new_uniq_ids(stop - start)
+        queues_of, unkeyed, lanes, compress_over = self._queues, self._unkeyed, self._lanes, self._compress_over
+        seq = self._seq
+        added = 0
+        i = start
+        topic: str | None = None
+        queues: list[MessageQueue] = []
+        retry = False
+        try:
+            while i < stop:
+                msg, key = items[i]
+                if msg.topic != topic:
+                    found = queues_of.get(msg.topic)
+                    if found is None:
+                        break
+                    topic, queues, retry = msg.topic, found, msg.topic.startswith(RETRY_PREFIX)
+                size = len(msg.body)
+                props = msg.properties
+                wire: dict[str, str] | None = None
+                if props:  # what `prepared` does, without the copy of the message
+                    wire = full = dict(props)
+                    uniq = full.get(PROPERTY_UNIQ_KEY) or ids[i - start]
+                    full[PROPERTY_UNIQ_KEY] = uniq
+                    full.setdefault(PROPERTY_WAIT, "true")
+                    text = properties_to_string(full)
+                    if len(text) * 4 > MAX_PROPERTIES_LEN and len(text.encode("utf-8")) > MAX_PROPERTIES_LEN:
+                        raise ConfigError("properties", f"encoded properties exceed {MAX_PROPERTIES_LEN} bytes")
+                    alone = size >= compress_over or retry or bool(full.get(PROPERTY_DELAY))
+                else:
+                    uniq = ids[i - start]
+                    text = f"{PROPERTY_UNIQ_KEY}\x01{uniq}\x02{PROPERTY_WAIT}\x01true"
+                    alone = size >= compress_over or retry
+                item = _Item(seq, msg, wire, uniq, text, alone, 24 + size + len(text) * 4)
+                seq += 1
+                i += 1
+                if key is None:
+                    unkeyed.append(item)
+                    added += 1
+                    continue
+                mq = select_by_key(queues, key)
+                lane = lanes.get(mq)
+                if lane is None:
+                    lane = lanes[mq] = _Lane(mq)
+                if lane.broken is not None:
+                    self._record(SendOutcome(item.seq, msg, None, SendAbortedError(
+                        f"not sent: an earlier message of {mq} failed ({lane.broken})", lane.broken)))
+                    continue
+                lane.pending.append(item)
+                added += 1
+                if not lane.busy and len(lane.pending) == 1:
+                    self._lanes_ready.append(lane)
+        finally:
+            self._seq = seq
+            self._outstanding += added
+            if added and self._flush_handle is None:
+                self._flush_handle = self._loop.call_soon(self._flush)
+        return i
 
     async def _load_for(self, msg: Message) -> bool:
         """Load the route of ``msg``'s topic; False when that failed (the failure is its outcome)."""
@@ -388,18 +469,34 @@ class SendPipeline:
     def _record(self, outcome: SendOutcome) -> None:
         seq = outcome.index
         if seq != self._emit:
-            self._held[seq] = outcome
+            self._held[seq] = [outcome]
             return
-        ready = self._ready
-        ready.append(outcome)
-        seq += 1
+        self._ready.append(outcome)
+        self._release(seq + 1)
+
+    def _record_run(self, outcomes: list[SendOutcome]) -> None:
+        """`_record` for the outcomes of one request (indexes increasing), held as one run when consecutive."""
+        first = outcomes[0].index
+        n = len(outcomes)
+        if outcomes[-1].index - first != n - 1:  # a keyed queue's request: other messages came between
+            for outcome in outcomes:
+                self._record(outcome)
+        elif first != self._emit:
+            self._held[first] = outcomes
+        else:
+            self._ready.extend(outcomes)
+            self._release(first + n)
+
+    def _release(self, seq: int) -> None:
+        """The outcomes before ``seq`` are ready: so are the held runs that follow them without a gap."""
         held = self._held
+        ready = self._ready
         while held:
-            nxt = held.pop(seq, None)
-            if nxt is None:
+            run = held.pop(seq, None)
+            if run is None:
                 break
-            ready.append(nxt)
-            seq += 1
+            ready.extend(run)
+            seq += len(run)
         self._emit = seq
         self._wake()
 
@@ -434,14 +531,13 @@ class SendPipeline:
         items = [first]
         append, popleft, max_batch, limit = items.append, pending.popleft, self._max_batch, self._p.max_message_size
         topic = first.msg.topic
-        size = 24 + len(first.msg.body) + len(first.text) * 4  # properties at their UTF-8 maximum
+        size = first.size
         while pending and len(items) < max_batch:
             nxt = pending[0]
-            grow = 24 + len(nxt.msg.body) + len(nxt.text) * 4
-            if nxt.alone or nxt.msg.topic != topic or size + grow > limit:
+            size += nxt.size
+            if nxt.alone or size > limit or nxt.msg.topic != topic:
                 break
             append(popleft())
-            size += grow
         return items
 
     def _flush(self) -> None:
@@ -585,27 +681,30 @@ class SendPipeline:
         items = req.items
         try:
             if len(items) == 1:
-                results = [send_result(resp, req.mq, items[0].uniq, req.addr)]
-            else:
-                results = send_result(resp, req.mq, ",".join(i.uniq for i in items), req.addr).split(len(items))
+                item = items[0]
+                self._complete(req, [SendOutcome(item.seq, item.msg, send_result(resp, req.mq, item.uniq, req.addr),
+                                                 None, req.number)])
+                return
+            queue, offset, status, offset_ids, region = send_answer(resp, req.mq, req.addr)
         except NotSentError as exc:
             self._not_sent(req, exc)
             return
         except RocketMQError as exc:
             self._fail(req, exc)
             return
-        self._complete(req, results)
+        ids = offset_ids.split(",")
+        answer = _Answer(queue, offset, status, ids if len(ids) == len(items) else None, region)
+        number = req.number
+        self._complete(req, [_StoredOutcome(item.seq, item.msg, number, answer, pos, item.uniq)
+                             for pos, item in enumerate(items)])
 
     def _lost(self, req: _Request, exc: BaseException) -> None:
         self._take_off_wire(req)
         err = exc if isinstance(exc, RocketMQError) else ConnectionClosedError(str(exc))
         self._fail(req, err)  # written, then the connection went: the broker may have stored it
 
-    def _complete(self, req: _Request, results: list[SendResult]) -> None:
-        record = self._record
-        number = req.number
-        for item, result in zip(req.items, results):
-            record(SendOutcome(item.seq, item.msg, result, None, number))
+    def _complete(self, req: _Request, outcomes: list[SendOutcome]) -> None:
+        self._record_run(outcomes)
         self._outstanding -= len(req.items)
         lane = req.lane
         if lane is not None:
@@ -667,7 +766,8 @@ class SendPipeline:
                                     "retrying" if attempt.retry_state.attempt_number <= self._p.retry_times
                                     else "giving up")
                         raise
-            self._complete(req, results)
+            self._complete(req, [SendOutcome(item.seq, item.msg, result, None, req.number)
+                                 for item, result in zip(req.items, results)])
         except NotSentError as exc:
             self._fail(req, exc.cause)
         except RocketMQError as exc:

@@ -259,7 +259,9 @@ class AsyncProducer(ClientFacade):
 
     def check_item(self, item: Any, key: str | None) -> tuple[Message, str | None]:
         """``item`` of `send_many` as (message, key), validated (ConfigError naming the field)."""
-        if isinstance(item, tuple):
+        if item.__class__ is Message:
+            msg, k = item, key
+        elif isinstance(item, tuple):
             if len(item) != 2:
                 raise ConfigError("message", f"expected a Message or (Message, key), got a {len(item)}-tuple")
             msg, k = item
@@ -584,14 +586,15 @@ async def _open_pipeline(impl: AsyncProducer, max_in_flight: int, max_batch: int
 async def _feed(pipe: SendPipeline, chunk: list[tuple[Message, str | None]],
                 failure: BaseException | None) -> tuple[list[SendOutcome], BaseException | None]:
     """Put a chunk (waiting for room); the outcomes ready so far, and the error that ended the chunk."""
-    offer = pipe.offer
-    for msg, key in chunk:
-        try:
-            if not offer(msg, key):
-                await pipe.put(msg, key)
-        except ConfigError as exc:
-            failure = exc
-            break
+    done, n = 0, len(chunk)
+    try:
+        while done < n:
+            done = pipe.offer_many(chunk, done)
+            if done < n:  # no room, or a topic without its route yet
+                await pipe.put(*chunk[done])
+                done += 1
+    except ConfigError as exc:
+        failure = exc
     return pipe.take(), failure
 
 

@@ -92,15 +92,15 @@ class SendResult:
         if len(offset_ids) != n:  # the broker did not list one id per message: leave them unknown
             offset_ids = [""] * n
         queue, offset, status, region = self.queue, self.queue_offset, self.status, self.region
-        return [_result(ids[i], offset_ids[i], queue, offset + i, status, region) for i in range(n)]
+        return [new_result(ids[i], offset_ids[i], queue, offset + i, status, region) for i in range(n)]
 
 
 _new = object.__new__
 _set = object.__setattr__
 
 
-def _result(msg_id: str, offset_msg_id: str, queue: MessageQueue, queue_offset: int, status: str,
-            region: str | None) -> SendResult:
+def new_result(msg_id: str, offset_msg_id: str, queue: MessageQueue, queue_offset: int, status: str,
+               region: str | None) -> SendResult:
     """`SendResult(...)` without the frozen dataclass's six guarded setattr calls (one per message on the
     pipelined path): the same object, fields in its ``__dict__``."""
     r: SendResult = _new(SendResult)
@@ -123,6 +123,12 @@ class NotSentError(RocketMQError):
 
 def send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str, addr: str) -> SendResult:
     """The answer to a send of ``mq``: a SendResult, `NotSentError`, or the broker's typed error."""
+    queue, offset, status, offset_msg_id, region = send_answer(resp, mq, addr)
+    return new_result(uniq, offset_msg_id, queue, offset, status, region)
+
+
+def send_answer(resp: RemotingCommand, mq: MessageQueue, addr: str) -> tuple[MessageQueue, int, str, str, str | None]:
+    """`send_result`'s parts: (queue, queue offset, status, offset msg id(s), region); raises as it does."""
     code = resp.code
     status = STORED_CODES.get(code)
     if status is None:
@@ -139,7 +145,7 @@ def send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str, addr: str) -
         raise ProtocolError(f"send response from {addr} has a non-integer queueId/queueOffset: {ext}") from None
     if queue_id != mq.queue_id:
         mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
-    return _result(uniq, ext.get("msgId", ""), mq, offset, status, ext.get("MSG_REGION"))
+    return mq, offset, status, ext.get("msgId", ""), ext.get("MSG_REGION")
 
 
 def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:
@@ -314,6 +320,20 @@ def build_batch_request(msgs: Sequence[Message], mq: MessageQueue, group: str, *
     return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
 
 
-__all__ = ["DEFAULT_TOPIC_QUEUE_NUMS", "MAX_MESSAGE_SIZE", "NotSentError", "SendFrameRenderer", "SendResult",
-           "batchable", "build_batch_request", "build_send_request", "prepare_batch", "prepared",
-           "select_by_key", "send_result", "validate_message"]
+__all__ = [
+    "DEFAULT_TOPIC_QUEUE_NUMS",
+    "MAX_MESSAGE_SIZE",
+    "NotSentError",
+    "SendFrameRenderer",
+    "SendResult",
+    "batchable",
+    "build_batch_request",
+    "build_send_request",
+    "new_result",
+    "prepare_batch",
+    "prepared",
+    "select_by_key",
+    "send_answer",
+    "send_result",
+    "validate_message",
+]

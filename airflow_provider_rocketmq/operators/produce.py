@@ -10,7 +10,7 @@ from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
 from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
 from airflow_provider_rocketmq.client.message import Message
 from airflow_provider_rocketmq.client.pipeline import PipelineOptions
-from airflow_provider_rocketmq.client.producer import SendAbortedError, SendOutcome, SendResult
+from airflow_provider_rocketmq.client.producer import SendAbortedError, SendOutcome
 from airflow_provider_rocketmq.client.queue import MessageQueue
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
@@ -150,16 +150,20 @@ class RocketMQProduceOperator(BaseOperator):
         topic = self.topic
         tally = _Tally()
 
-        def messages() -> Iterator[tuple[Message, str | None]]:
-            for index, item in enumerate(items):
-                tally.read = index + 1
-                yield to_send_item(topic, item, index)
+        def messages() -> Iterator[Message | tuple[Message, str | None]]:
+            for read, item in enumerate(items, 1):
+                tally.read = read
+                if item.__class__ is bytes or item.__class__ is str:  # the common case without a call
+                    yield Message(topic, item)
+                else:
+                    yield to_send_item(topic, item, read - 1)
 
         with RocketMQHook(self.rocketmq_conn_id).get_producer(self.producer_group) as producer:
             try:
+                add = tally.add
                 for outcome in producer.send_many(messages(), max_in_flight=self.max_in_flight,
                                                   max_batch=self.max_batch):
-                    tally.add(outcome)
+                    add(outcome)
             except ConfigError:
                 self.log.error("%d message(s) were sent to %s before the bad item %d", tally.sent, topic,
                                tally.read - 1)
@@ -169,27 +173,43 @@ class RocketMQProduceOperator(BaseOperator):
                     f"{tally.aborted} not sent")
             self.log.error("%s: %s", line, tally.error)
             raise tally.error
+        tally.close()
         self.log.info("sent %d message(s), %d bytes, to %s in %d request(s): %s", tally.sent, tally.bytes, topic,
                       len(tally.requests), dict(tally.statuses))
+        last = tally.last.result if tally.last is not None else None
         return {"topic": topic, "messages": tally.sent, "bytes": tally.bytes, "requests": len(tally.requests),
                 "status": dict(tally.statuses), "queues": dict(sorted(tally.queues.items())),
-                "first": tally.first, "last": tally.last.to_dict() if tally.last is not None else None}
+                "first": tally.first, "last": last.to_dict() if last is not None else None}
 
 
 class _Tally:
-    """What the operator counts from the outcomes, in the order the messages were yielded."""
+    """What the operator counts from the outcomes, in the order the messages were yielded.
+
+    The messages of one request share its status and queue: a message of the request counted
+    just before is counted without reading its result (`SendOutcome.result` is then never made
+    for it); status and queue counts of such a run are added when the next run starts (`close`).
+    """
 
     def __init__(self) -> None:
         self.read = 0
         self.sent = self.failed = self.aborted = self.bytes = 0
         self.statuses: Counter[str] = Counter()
         self._queues: Counter[MessageQueue] = Counter()
-        self.requests: set[int | None] = set()
+        self.requests: set[int] = set()
         self.first: dict[str, Any] | None = None
-        self.last: SendResult | None = None
+        self.last: SendOutcome | None = None  # of the last message sent
         self.error: RocketMQError | None = None
+        self._run_request: int | None = None  # the request of the run being counted
+        self._run: tuple[str, MessageQueue] | None = None  # its status and queue
+        self._run_count = 0
 
     def add(self, outcome: SendOutcome) -> None:
+        if outcome.error is None and outcome.request == self._run_request:  # the run goes on
+            self.sent += 1
+            self.bytes += len(outcome.message.body)
+            self._run_count += 1
+            self.last = outcome
+            return
         result = outcome.result
         if result is None:
             if isinstance(outcome.error, SendAbortedError):
@@ -199,14 +219,26 @@ class _Tally:
                 if self.error is None:
                     self.error = outcome.error
             return
+        self.close()
         self.sent += 1
         self.bytes += len(outcome.message.body)
-        self.statuses[result.status] += 1
-        self._queues[result.queue] += 1
-        self.requests.add(outcome.request)
+        self._run_request = outcome.request
+        self._run = (result.status, result.queue)
+        self._run_count = 1
+        if outcome.request is not None:
+            self.requests.add(outcome.request)
         if self.first is None:
             self.first = result.to_dict()
-        self.last = result
+        self.last = outcome
+
+    def close(self) -> None:
+        """Add the run being counted to the status and queue counts."""
+        if self._run is not None:
+            status, queue = self._run
+            self.statuses[status] += self._run_count
+            self._queues[queue] += self._run_count
+            self._run = None
+            self._run_request = None
 
     @property
     def queues(self) -> dict[str, int]:

@@ -4,7 +4,7 @@ counted from one result per message, and a failure in the middle of the stream."
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,6 +50,24 @@ def test_keyed_items_are_stored_in_the_order_yielded_and_counted(cluster: Embedd
         assert mine == [f"{key}:{n:03d}" for n in range(200)]
     first = next(m for m in cluster.messages("op_keys") if m.msg_id == out["first"]["msg_id"])
     assert first.body == b"account-0:000" and first.tags == "Ev" and first.properties["i"] == "0"
+    # counted per message, though read from one result per request: what the broker holds
+    assert out["queues"] == dict(Counter(f"{m.broker_name}/{m.queue_id}" for m in cluster.messages("op_keys")))
+    last = next(m for m in cluster.messages("op_keys") if m.msg_id == out["last"]["msg_id"])
+    assert last.body == b"account-4:199" and (last.queue_id, last.queue_offset) == (
+        out["last"]["queue_id"], out["last"]["queue_offset"])
+
+
+def test_unkeyed_rows_summary_is_what_the_broker_stored(cluster: EmbeddedCluster) -> None:
+    cluster.create_topic("op_rows", 4)
+    out = RocketMQProduceOperator(task_id="p", topic="op_rows", producer_function=lambda: (f"r{i}" for i in range(700)),
+                                  max_in_flight=4, max_batch=32).execute({})
+    stored = cluster.messages("op_rows")
+    assert out["messages"] == len(stored) == 700 and out["status"] == {"SEND_OK": 700}
+    assert out["queues"] == dict(Counter(f"{m.broker_name}/{m.queue_id}" for m in stored))
+    assert out["bytes"] == sum(len(m.body) for m in stored) and 700 / 32 <= out["requests"] < 700
+    by_id = {m.msg_id: m for m in stored}
+    assert by_id[out["first"]["msg_id"]].body == b"r0" and by_id[out["last"]["msg_id"]].body == b"r699"
+    assert by_id[out["last"]["msg_id"]].queue_offset == out["last"]["queue_offset"]
 
 
 def test_a_failure_mid_stream_fails_the_task_and_says_how_many_were_sent(

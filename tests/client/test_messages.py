@@ -196,3 +196,17 @@ def test_uniq_id_counts_from_the_local_month_start(monkeypatch: pytest.MonkeyPat
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_ids_made_by_the_chunk_are_new_ids_of_the_same_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = 1_790_000_000.25
+    monkeypatch.setattr(time, "time", lambda: now)
+    gen = UniqIdGenerator()
+    one = gen.next_id()
+    chunk = gen.next_ids(300)
+    after = gen.next_id()
+    ids = [one, *chunk, after]
+    assert len(chunk) == 300 and len(set(ids)) == 302
+    assert {len(u) for u in ids} == {32} and {u[:-4] for u in ids} == {one[:-4]}  # host, pid, seed, time
+    counters = [int(u[-4:], 16) for u in ids]
+    assert counters[1:-1] == list(range(counters[1], counters[1] + 300)) and counters[-1] > counters[-2]

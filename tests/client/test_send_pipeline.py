@@ -141,6 +141,54 @@ def test_every_message_gets_its_own_result(embedded_cluster: EmbeddedCluster, ma
         assert len(requests) < 99 and max(len(v) for v in requests.values()) <= max_batch
 
 
+def test_outcomes_answered_early_wait_for_the_earlier_ones(embedded_cluster: EmbeddedCluster) -> None:
+    """The first batch's answer is held back 0.3 s, the later batches are answered at once: their
+    outcomes are handed out after the first batch's, each naming its own stored message."""
+    cluster = embedded_cluster
+    cluster.create_topic("PipeLate", 4)
+    cluster.delay_responses(SEND_BATCH, 0.3, times=1)
+    msgs = [Message("PipeLate", f"late{i}") for i in range(40)]
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr), "pipe_late") as p:
+        outcomes = list(p.send_many(msgs, max_in_flight=10, max_batch=4))
+    assert cluster.brokers[0].faults.rules() == []  # the delay was used
+    assert [o.index for o in outcomes] == list(range(40)) and [o.message for o in outcomes] == msgs
+    assert len({o.request for o in outcomes}) == 10
+    check_results(cluster, "PipeLate", outcomes)
+    assert all(o.result is o.result for o in outcomes)  # made once
+
+
+def test_a_chunk_spanning_topics_loads_each_route_and_keeps_the_order(embedded_cluster: EmbeddedCluster) -> None:
+    cluster = embedded_cluster
+    for t in ("PipeMixA", "PipeMixB", "PipeMixC"):
+        cluster.create_topic(t, 2)
+    topics = ["PipeMixA"] * 5 + ["PipeMixB", "PipeMixA", "PipeMixC"] * 20
+    msgs = [Message(t, f"{t}-{i}") for i, t in enumerate(topics)]
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr), "pipe_mix") as p:
+        outcomes = list(p.send_many(msgs, max_batch=8))
+    assert [o.message for o in outcomes] == msgs and all(o.ok for o in outcomes)
+    for t in ("PipeMixA", "PipeMixB", "PipeMixC"):
+        mine = [o for o in outcomes if o.message.topic == t]
+        check_results(cluster, t, mine)
+        assert len(cluster.messages(t)) == len(mine)
+    for o in outcomes:  # a batch never mixes topics
+        assert o.result is not None and o.result.queue.topic == o.message.topic
+
+
+def test_a_message_with_too_long_properties_ends_the_run_after_the_ones_before(
+        embedded_cluster: EmbeddedCluster) -> None:
+    cluster = embedded_cluster
+    msgs = [Message("PipeLongProps", f"p{i}", tags="T") for i in range(5)]
+    msgs.append(Message("PipeLongProps", "too long", properties={"big": "x" * 40_000}))
+    msgs.append(Message("PipeLongProps", "never"))
+    seen: list[SendOutcome] = []
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr), "pipe_long") as p, \
+            pytest.raises(ConfigError) as info:
+        seen.extend(p.send_many(msgs, max_batch=4))
+    assert info.value.field == "properties"
+    assert [o.message for o in seen] == msgs[:5] and all(o.ok for o in seen)
+    assert sorted(m.body for m in cluster.messages("PipeLongProps")) == [f"p{i}".encode() for i in range(5)]
+
+
 def test_async_send_many_from_an_async_source(embedded_cluster: EmbeddedCluster) -> None:
     cluster = embedded_cluster
 
