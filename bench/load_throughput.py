@@ -1,9 +1,9 @@
 """Load throughput: `spark/load_window.py` on a staged window, by output kind, with `local[2]`.
 
 A window of N messages x 100-byte bodies on 8 queues is staged once (Parquet + manifest, as the
-window operator writes it). Each run is one real ``spark-submit --master local[2]`` of a small
-driver (`_load_throughput_app.py`) that starts the Spark session, then times only
-``load_window.main(...)`` (JVM start and imports excluded) into a fresh output of the kind:
+window operator writes it; one file per queue). Each run is one real ``spark-submit --master
+local[2] --driver-memory 2g`` of a small driver (`_load_throughput_app.py`) that starts the Spark
+session, then calls ``load_window.main(...)`` into a fresh output of the kind:
 
 - ``local``: a directory on local disk;
 - ``s3``: ``s3://`` on moto's S3 server on 127.0.0.1 (s3fs in the Spark tasks);
@@ -11,15 +11,31 @@ driver (`_load_throughput_app.py`) that starts the Spark session, then times onl
   warehouse on local disk (pyiceberg's FileIO in the Spark tasks, one snapshot per load);
 - more kinds register in `KINDS` (name -> function giving the ``--output`` URL and environment).
 
-Printed per run: rows/s (rows_out / time of the load call), and CPU seconds per million rows by
-process during the load call — the driver JVM (which also hosts the local executors), the Python
-driver, the Python workers (Spark's pyspark daemon and its workers: they write the Parquet files),
-and the moto server — sampled from /proc every 0.2 s; then the peak RSS (VmHWM, whole life) of the
-Python driver and of the JVM. Asserts nothing; other processes on the machine make figures noisy.
+Two rates are printed per run, both rows_out divided by a time:
 
-    .venv/bin/python bench/load_throughput.py [--sizes 1000000,5000000] [--runs 3] [--kinds local,s3]
+- **load phase**: the time of the ``load_window.main`` call alone — manifest checks, ledger,
+  Spark jobs, commit, publish — after the JVM, the Python driver and the Spark session started;
+- **whole spark-submit**: wall time from starting ``spark-submit`` to its exit (JVM start-up,
+  session start and stop included: ~10 s of fixed cost on an idle machine, so this rate grows
+  with the window size).
+
+CPU seconds per million rows, by process, are given for both spans: the driver JVM (which also
+hosts the local executors), the Python driver, the Python workers (Spark's pyspark daemon and its
+workers: they read the staged files and write the output) and the moto server — sampled from
+/proc every 0.2 s. Then the peak RSS (VmHWM, whole life) of the Python driver and of the JVM, the
+load average when the run ended, and the job's own phase lines (read / write / commit). Asserts
+nothing; other processes on the machine make figures noisy: run it under the machine's bench lock
+and report ``uptime`` next to the figures.
+
+    flock /work/notes/bench.lock .venv/bin/python bench/load_throughput.py --kinds local --rss-sizes ""
+    .venv/bin/python bench/load_throughput.py [--sizes 1000000,5000000] [--runs 3] [--kinds local,s3,iceberg]
         [--rss-sizes 1000000,5000000]   # sizes whose driver RSS is compared (one run each)
         [--rss-kinds local,iceberg]     # kinds whose driver RSS is compared
+
+What is measured is `load_window.py`'s default plan for a staged window (spark/staged_tasks.py: Spark
+tasks read the staged Parquet files themselves and write the new rows in one pass). Add
+``--staged-read spark`` to the job's arguments in `one_run` to measure the general plan (Spark reads,
+classifies and deduplicates with a shuffle), which overlapping windows in one load still take.
 """
 
 from __future__ import annotations
@@ -186,6 +202,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.extra = root, extra
         self.samples: list[tuple[float, dict[int, tuple[str, float]]]] = []
+        self.klass: dict[int, str] = {}
         self.stop_event = threading.Event()
 
     def snapshot(self) -> dict[int, tuple[str, float]]:
@@ -198,7 +215,11 @@ class Sampler(threading.Thread):
             got = _cpu_and_cmd(pid)
             if got is None:
                 continue
-            seen[pid] = (_klass(got[1]), got[0])
+            klass = _klass(got[1])
+            if klass == "other" and pid in self.klass:
+                klass = self.klass[pid]  # an exiting process has an empty cmdline: keep what it was
+            self.klass.setdefault(pid, klass)
+            seen[pid] = (klass, got[0])
             if pid not in self.extra:
                 todo.extend(_children(pid))
         return seen
@@ -207,6 +228,21 @@ class Sampler(threading.Thread):
         while not self.stop_event.is_set():
             self.samples.append((time.time(), self.snapshot()))
             self.stop_event.wait(0.2)
+
+    def cpu_total(self) -> dict[str, float]:
+        """CPU seconds of the whole spark-submit (every process under it, from its start), and of the
+        ``extra`` processes (moto) from the first sample on."""
+        if not self.samples:
+            return {}
+        first = self.samples[0][1]
+        last_seen: dict[int, tuple[str, float]] = {}
+        for _, snap in self.samples:
+            last_seen.update(snap)
+        out: dict[str, float] = {}
+        for pid, (klass, cpu) in last_seen.items():
+            base = first.get(pid, (klass, 0.0))[1] if pid in self.extra else 0.0
+            out[klass] = out.get(klass, 0.0) + cpu - base
+        return out
 
     def cpu_between(self, start: float, end: float) -> dict[str, float]:
         before = max((s for s in self.samples if s[0] <= start), key=lambda s: s[0], default=None)
@@ -231,21 +267,33 @@ def one_run(ctx: Context, kind: str, manifest: Path, label: str) -> dict[str, An
     cmd = [str(exe), "--master", "local[2]", "--driver-memory", "2g", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.sql.shuffle.partitions=2", APP, str(result), "--manifest", str(manifest), "--output", url]
     env = {**os.environ, **env_extra}
+    t0 = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = Sampler(proc.pid, extra_pids)
     sampler.start()
     out, err = proc.communicate()
+    wall = time.time() - t0
+    time.sleep(0.3)  # one more sample after the exit (children's CPU as last seen)
     sampler.stop_event.set()
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{label}: spark-submit exit {proc.returncode}\n{(out + err)[-4000:]}")
     r = json.loads(result.read_text())
     r["cpu"] = sampler.cpu_between(r["start"], r["end"])
+    r["cpu_total"] = sampler.cpu_total()
+    r["wall"] = wall
+    r["phases"] = [ln for ln in err.splitlines() if ln.startswith(("load_window: read:", "load_window: write:",
+                                                                    "load_window: commit:"))]
     if kind == "local":
         shutil.rmtree(url, ignore_errors=True)
     elif kind == "iceberg":
         shutil.rmtree(ctx.scratch / f"iceberg-{label}", ignore_errors=True)
     return r
+
+
+def _loadavg() -> str:
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
 
 
 def main() -> None:
@@ -270,17 +318,25 @@ def main() -> None:
 
         for n in (int(s) for s in args.sizes.split(",") if s):
             for kind in args.kinds.split(","):
-                rates = []
+                rates, whole = [], []
                 for i in range(args.runs):
                     r = one_run(ctx, kind, window(n), f"{kind}-{n}-{i}")
                     secs = r["end"] - r["start"]
                     rate = r["rows_out"] / secs
                     rates.append(rate)
-                    cpu = ", ".join(f"{k} {v / (r['rows_out'] / 1e6):.1f}" for k, v in sorted(r["cpu"].items()))
-                    print(f"{kind:6} n={n:,} run {i + 1}: {r['rows_out']:,} rows in {secs:.1f} s = {rate:,.0f} rows/s; "
-                          f"CPU-s/M: {cpu}; peak RSS python driver {r['driver_rss_mb']:.0f} MB, "
-                          f"JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
-                print(f"{kind:6} n={n:,}: median {sorted(rates)[len(rates) // 2]:,.0f} rows/s", flush=True)
+                    whole.append(r["rows_out"] / r["wall"])
+                    per_m = r["rows_out"] / 1e6
+                    cpu = ", ".join(f"{k} {v / per_m:.1f}" for k, v in sorted(r["cpu"].items()))
+                    cpu_all = ", ".join(f"{k} {v / per_m:.1f}" for k, v in sorted(r["cpu_total"].items()))
+                    print(f"{kind:7} n={n:,} run {i + 1}: load phase {r['rows_out']:,} rows in {secs:.1f} s = "
+                          f"{rate:,.0f} rows/s (CPU-s/M: {cpu}); whole spark-submit {r['wall']:.1f} s = "
+                          f"{whole[-1]:,.0f} rows/s (CPU-s/M: {cpu_all}); peak RSS python driver "
+                          f"{r['driver_rss_mb']:.0f} MB, JVM {r['jvm_rss_mb']:.0f} MB; load avg {_loadavg()}",
+                          flush=True)
+                    for line in r["phases"]:
+                        print(f"        {line}", flush=True)
+                print(f"{kind:7} n={n:,}: median load phase {sorted(rates)[len(rates) // 2]:,.0f} rows/s, "
+                      f"whole spark-submit {sorted(whole)[len(whole) // 2]:,.0f} rows/s", flush=True)
         rss_sizes = [int(s) for s in args.rss_sizes.split(",") if s]
         for kind in (k for k in args.rss_kinds.split(",") if k and rss_sizes):
             rss = {}

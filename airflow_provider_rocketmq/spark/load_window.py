@@ -4,7 +4,7 @@ Run by ``SparkSubmitOperator`` (or by hand)::
 
     spark-submit load_window.py --manifest W/manifest.json [--manifest ...] --output DIR|URL \
         [--body-format utf8|json|binary] [--staged-read auto|spark|driver] [--writer tasks|spark] \
-        [--storage-options-file PATH] [--abandon-after SECONDS]
+        [--storage-options-file PATH] [--abandon-after SECONDS] [--result-file PATH|URL]
 
 Steps: validate every manifest and its files' sizes/SHA-256/rows *before* starting
 Spark (a bad hand-off fails in a second with one line on stderr and exit code 2);
@@ -24,6 +24,19 @@ offsets restaged under a new window id after the offset commit failed), a window
 that overlaps loaded ones adds only its new offsets, and nothing is ever deleted
 from the output: a re-run of a window id whose staging was lost (consumed again
 from the committed offsets) appends its new offsets to the same partition.
+
+How the rows are read: when every window to read is staged Parquet, the body format is utf8
+or binary and the windows' new offsets do not overlap, Spark tasks read the staged files
+themselves and write the new rows in one pass (spark/staged_tasks.py: no row enters the JVM,
+no shuffle); otherwise (``--staged-read`` other than ``auto``, overlapping windows, offsets
+hand-offs, ``--body-format json``, ``--writer spark``) Spark reads the rows, classifies them
+and keeps the first row of each offset with a window function. Both write the same rows.
+
+Logs one line per phase on stderr (spark/load_report.py)::
+
+    load_window: read: plan=direct windows=1 files=8 rows_read=N already_loaded=K duplicates=D new=M skipped_rows=S seconds=...
+    load_window: write: rows=M files=F bytes=B seconds=...
+    load_window: commit: rows=M files=F offsets=O seconds=...
 
 Prints one parseable line:
 ``load_window: windows=W rows_in=N rows_out=M duplicates=D already_loaded=K``
@@ -49,6 +62,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +74,7 @@ except ModuleNotFoundError:  # run by path from a source tree that is not pip-in
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.spark import ledger as lg
+from airflow_provider_rocketmq.spark.load_report import LoadReport
 from airflow_provider_rocketmq.spark.outputs import DataFile, PendingLoad, is_url, open_output
 from airflow_provider_rocketmq.spark.outputs.tasks import write_in_tasks
 from airflow_provider_rocketmq.window.manifest import (
@@ -113,10 +128,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--body-format", choices=BODY_FORMATS, default="utf8",
                    help="utf8: body as string; json: body parsed to VARIANT; binary: body unchanged")
     p.add_argument("--staged-read", choices=STAGED_READS, default="auto",
-                   help="spark: Spark's Parquet reader (Hadoop filesystems: s3:// is read as s3a://); "
+                   help="auto: Spark tasks read the staged files and write the new rows in one pass when the "
+                        "windows cannot repeat an offset (spark/staged_tasks.py), else as spark for local "
+                        "files and tasks for URLs; spark: Spark's Parquet reader (Hadoop filesystems: s3:// is read as s3a://); "
                         "tasks: Spark tasks read the files with pyarrow + fsspec (no Hadoop connector "
-                        "needed); driver: the driver reads them and hands Spark the rows (small windows); "
-                        "auto: spark for local files, else tasks")
+                        "needed); driver: the driver reads them and hands Spark the rows (small windows)")
     p.add_argument("--writer", choices=WRITERS, default="tasks",
                    help="tasks: Spark tasks write the files with pyarrow + fsspec (no Hadoop connector "
                         "needed); spark: DataFrame.write through the cluster's Hadoop connector "
@@ -130,6 +146,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--abandon-after", type=float, default=None, metavar="SECONDS",
                    help="object store outputs: an uncommitted load older than this is discarded by the next "
                         "load (default 21600); a live load that old fails with a conflict instead of committing")
+    p.add_argument("--result-file", metavar="PATH|URL",
+                   help="once the load succeeded, write its counts (per window, with topic and consumer group), "
+                        "phase figures and duration there as JSON, for the Airflow side "
+                        "(RocketMQCommitWindowOperator(load_result=...) sends them as rocketmq.load.* metrics)")
     p.add_argument("--app-name", default="rocketmq-load-window")
     return p.parse_args(argv)
 
@@ -212,7 +232,9 @@ def _read_text(path: str | None) -> str | None:
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str, int]:
     """Load the manifests into ``args.output``; returns the counts. Uses ``spark`` when given
-    (and leaves it running), else starts a session only if there is something to read."""
+    (and leaves it running), else starts a session only if there is something to read.
+    Logs one line per phase (read, write, commit) and, with ``--result-file``, writes the result."""
+    started = time.monotonic()
     staged = load_manifests(args.manifest)
     out = open_output(args.output, storage_options(args), abandon_after=args.abandon_after,
                       catalog_properties=_catalog_properties(args), body_format=args.body_format)
@@ -231,7 +253,13 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
     unread = sum(s.manifest.messages for s in staged) - sum(s.manifest.messages for s in to_read)
     counts = {"windows": len({s.manifest.window_id for s in staged}), "rows_in": unread, "rows_out": 0,
               "duplicates": 0, "already_loaded": unread}
+    report = LoadReport(staged, to_read)
     if not new:
+        report.phase("read", plan="none", windows=len(staged), files=0, rows_read=0, already_loaded=0,
+                     duplicates=0, new=0, skipped_rows=unread, seconds=0.0)
+        report.phase("write", rows=0, files=0, bytes=0, seconds=0.0)
+        report.phase("commit", rows=0, files=0, offsets=0, seconds=0.0, note="nothing new: no commit")
+        report.finish(args, counts, out.kind, time.monotonic() - started)
         return counts  # nothing new: no Spark, no ledger entry
     windows = [s.manifest.window_id for s in staged if s.claim - held]
     load = out.begin()
@@ -243,7 +271,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
                 spark = _session(args.app_name)
             assert spark is not None
             try:
-                read, loaded, files = _load_rows(spark, args, to_read, held, load)
+                read, loaded, files = _load_rows(spark, args, to_read, held, load, report)
                 counts["rows_in"] += read
                 counts["already_loaded"] += loaded
             finally:
@@ -251,6 +279,9 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
                     spark.stop()
         counts["rows_out"] = sum(f.rows for f in files)
         counts["duplicates"] = counts["rows_in"] - counts["already_loaded"] - counts["rows_out"]
+        report.read_line(counts["duplicates"], unread)
+        report.write_line(files)
+        t_commit = time.monotonic()
         lg.crash_hook("before_commit")
         load.commit(state, new, windows, files, counts["rows_out"])
     except BaseException:
@@ -260,6 +291,9 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
         load.publish()  # a failed publish stays for `recover` (the load is committed)
     finally:
         load.close()
+    report.phase("commit", rows=counts["rows_out"], files=len(files), offsets=new.offsets(),
+                 seconds=time.monotonic() - t_commit)
+    report.finish(args, counts, out.kind, time.monotonic() - started, files)
     return counts
 
 
@@ -348,14 +382,77 @@ def _read_in_tasks(spark: SparkSession, files: list[str]) -> DataFrame:
 
 
 def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Staged],
-               held: lg.OffsetRanges, load: PendingLoad) -> tuple[int, int, list[DataFile]]:
+               held: lg.OffsetRanges, load: PendingLoad, report: LoadReport) -> tuple[int, int, list[DataFile]]:
     """Write for ``load`` every row read whose offset the output does not hold, once per
     (topic, broker, queue_id, queue_offset) — from the first manifest in load order that has it;
     return the rows read, how many of them the output held already, and the files written.
-    Spark tasks write the rows (``--writer``); the driver only sees counts and file descriptors."""
+    Spark tasks write the rows (``--writer``); the driver only sees counts and file descriptors.
+    The direct plan (spark/staged_tasks.py) when it applies, else the general plan."""
+    if _direct_applies(args, to_read, held):
+        from airflow_provider_rocketmq.spark import staged_tasks as st
+
+        try:
+            return _load_direct(spark, args, to_read, held, load, report)
+        except st.NeedsDedup as exc:
+            _note(f"{exc}: loading with the general plan (Spark removes repeated offsets)")
+            discard = getattr(load, "discard", None)
+            if discard is not None:
+                discard(report.direct_files)
+            report.reset()
+    return _load_general(spark, args, to_read, held, load, report)
+
+
+def _direct_applies(args: argparse.Namespace, to_read: list[Staged], held: lg.OffsetRanges) -> bool:
+    from airflow_provider_rocketmq.spark.staged_tasks import claims_disjoint
+
+    return (args.staged_read == "auto" and args.writer == "tasks" and args.body_format in ("utf8", "binary")
+            and all(s.manifest.handoff != HANDOFF_OFFSETS and s.files for s in to_read)
+            and claims_disjoint([s.claim - held for s in to_read]))
+
+
+def _load_direct(spark: SparkSession, args: argparse.Namespace, to_read: list[Staged],
+                 held: lg.OffsetRanges, load: PendingLoad, report: LoadReport) -> tuple[int, int, list[DataFile]]:
+    import fsspec.config
+    import pyarrow.parquet as pq
+
+    from airflow_provider_rocketmq.spark import staged_tasks as st
+
+    t0 = time.monotonic()
+    with st._open(to_read[0].files[0]) as fh:
+        schema = st.output_schema(pq.read_schema(fh), args.body_format)
+    specs = {order: st.window_spec(order, s.manifest.window_id, s.manifest.topic, s.claim - held, s.claim & held)
+             for order, s in enumerate(to_read)}
+    plan = st.plan_tasks([(order, f) for order, s in enumerate(to_read) for f in s.files],
+                         spark.sparkContext.defaultParallelism)
+    direct = st.DirectLoad(specs, st.schema_hex(schema), args.body_format, load.writer(),
+                           {k: dict(v) for k, v in fsspec.config.conf.items()})
+    results = st.run_direct(spark, direct, plan)
+    files = [f for r in results for f in r.files]
+    report.direct_files = files
+    bad = next((r.outside for r in results if r.outside is not None), None)
+    if bad is not None:
+        raise LoadError(f"window {bad[0]}: staged row {bad[1]} {bad[2]}:{bad[3]} offset {bad[4]} lies outside "
+                        f"its manifest's queue ranges")
+    st.check_disjoint(results)
+    for r in results:
+        for order, n in r.read.items():
+            report.add(order, read=n, loaded=r.loaded.get(order, 0))
+    report.plan = "direct"
+    report.files_read = sum(len(s.files) for s in to_read)
+    report.read_seconds = sum(r.read_seconds for r in results)
+    report.write_seconds = sum(r.write_seconds for r in results)
+    report.job_seconds = time.monotonic() - t0
+    return report.rows_read(), report.rows_loaded(), files
+
+
+def _load_general(spark: SparkSession, args: argparse.Namespace, to_read: list[Staged],
+                  held: lg.OffsetRanges, load: PendingLoad, report: LoadReport) -> tuple[int, int, list[DataFile]]:
+    """Spark reads the windows, classifies rows with column expressions and keeps the first row of
+    each offset with a window function (a shuffle and sort of every row read)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    t0 = time.monotonic()
     df: DataFrame | None = None
     for order, staged in enumerate(to_read):
         # the manifest, not the staged column, decides the window a row belongs to
@@ -371,11 +468,18 @@ def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Stag
     assert df is not None
     df = df.cache()
     try:
-        by_class = {r[0]: r[1] for r in df.groupBy(_CLASS).count().collect()}
+        by_class: dict[str, int] = {}
+        for cls, order, n in df.groupBy(_CLASS, _ORDER).count().collect():
+            by_class[cls] = by_class.get(cls, 0) + n
+            report.add(order, read=n, loaded=n if cls == "loaded" else 0)
+        report.plan = "spark"
+        report.files_read = sum(len(s.files) for s in to_read)
+        report.read_seconds = time.monotonic() - t0
         if by_class.get("outside"):
             bad = df.where(F.col(_CLASS) == "outside").select("window_id", *DEDUP_KEY).limit(1).collect()[0]
             raise LoadError(f"window {bad.window_id}: staged row {bad.topic} {bad.broker}:{bad.queue_id} offset "
                             f"{bad.queue_offset} lies outside its manifest's queue ranges")
+        t1 = time.monotonic()
         first = Window.partitionBy(*DEDUP_KEY).orderBy(_ORDER)
         rows = (df.where(F.col(_CLASS) == "new").withColumn(_RANK, F.row_number().over(first))
                 .where(F.col(_RANK) == 1).drop(_CLASS, _ORDER, _RANK))
@@ -388,6 +492,7 @@ def _load_rows(spark: SparkSession, args: argparse.Namespace, to_read: list[Stag
             files: list[DataFile] = written()
         else:
             files = write_in_tasks(rows, load.writer())
+        report.write_seconds = time.monotonic() - t1
     finally:
         df.unpersist()
     return sum(by_class.values()), int(by_class.get("loaded", 0)), files

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from s3_server import MotoS3
 
@@ -82,6 +83,26 @@ def outside_window(directory: Path) -> Path:
     return write_manifest(m, directory)
 
 
+def repeating_window(directory: Path) -> str:
+    directory.mkdir(parents=True)
+    fa = write_parquet_file([make_row("wrep", 0, o) for o in range(5)], directory / "a.parquet", directory)
+    fb = write_parquet_file([make_row("wrep", 0, o) for o in range(3, 8)], directory / "b.parquet", directory)
+    m = WindowManifest(window_id="wrep", topic="orders", consumer_group="G", queues=[QueueRange(A, 0, 0, 12, 12, 10)],
+                       files=[fa, fb], messages=10, bytes=0)
+    return str(write_manifest(m, directory))
+
+
+def phases(stderr: str) -> dict[str, dict[str, str]]:
+    """The job's phase lines (``load_window: read: k=v ...``) by phase; figures as text."""
+    out: dict[str, dict[str, str]] = {}
+    for line in stderr.splitlines():
+        parts = line.split()
+        if len(parts) > 2 and parts[0] == "load_window:" and parts[1] in ("read:", "write:", "commit:"):
+            assert parts[1][:-1] not in out, stderr  # one line per phase
+            out[parts[1][:-1]] = dict(kv.split("=", 1) for kv in parts[2:] if "=" in kv)
+    return out
+
+
 @dataclass
 class Step:
     rc: int
@@ -136,7 +157,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
     step("dedup-rerun", "dedup", d_b, d_a)
     # overlapping partial ranges, a strict sub-range, a gap, then a window spanning loaded and new offsets
     step("ov-a", "overlap", w("ov-a", "wa", [(A, 0, range(10)), (A, 1, range(5))]))
-    step("ov-b", "overlap", w("ov-b", "wb", [(A, 0, range(5, 15)), (A, 1, range(5, 8)), (A, 2, range(3))]))
+    step("ov-b", "overlap", w("ov-b", "wb", [(A, 0, range(5, 15)), (A, 1, range(5, 8)), (A, 2, range(3))]),
+         extra=("--result-file", str(root / "results" / "ov-b.json")))
     step("ov-sub", "overlap", w("ov-sub", "wc", [(A, 0, range(2, 8))]))
     step("ov-gap", "overlap", w("ov-gap", "wd", [(A, 0, range(20, 25))]))
     step("ov-span", "overlap", w("ov-span", "we", [(A, 0, range(30))]))
@@ -161,7 +183,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
                                                body=lambda b, q, o: json.dumps({"n": o, "q": q}).encode())),
          extra=("--body-format", "json"))
     # the driver reads the staged files with pyarrow (the path for staging Spark cannot read)
-    step("driver", "driver", w("driver", "wr", [(A, 0, range(6)), (B, 1, range(4))]), extra=("--staged-read", "driver"))
+    d_wr = w("driver", "wr", [(A, 0, range(6)), (B, 1, range(4))])
+    step("driver", "driver", d_wr, extra=("--staged-read", "driver"))
+    step("direct", "direct", d_wr)  # the same window through the direct plan: the same files' content
+    # one window (offsets 0..11, 10 messages) whose two files repeat offsets 3..4 of queue 0 (the window
+    # operator never writes that):
+    # the direct plan proves nothing, so the load falls back to Spark's dedup
+    step("repeat", "repeat", repeating_window(root / "stage" / "repeat"))
     step("outside", "outside", str(outside_window(root / "stage" / "outside")))
 
     # crashed drivers (kill -9 while tasks write, before the commit, while publishing) and concurrent
@@ -219,6 +247,81 @@ def test_two_windows_in_one_job_dedup_and_a_rerun_adds_nothing(runs: Runs) -> No
     # utf8 is the default body format: bodies come back as text
     bodies = ds.dataset(runs.out("dedup"), format="parquet", partitioning="hive").to_table(columns=["body"])
     assert "broker-a/2/100" in bodies.column("body").to_pylist()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_each_phase_logs_one_line_with_its_counts(runs: Runs) -> None:
+    s = runs.steps
+    # overlapping windows in one load: Spark reads and removes the repeated offsets
+    p = phases(s["dedup"].stderr)
+    assert {k: v for k, v in p["read"].items() if k != "seconds"} == {
+        "plan": "spark", "windows": "3", "files": "5", "rows_read": "34", "already_loaded": "0", "duplicates": "5",
+        "new": "29", "skipped_rows": "0"}
+    written = OutputStore(runs.out("dedup")).read().entries[0].files
+    assert {k: v for k, v in p["write"].items() if k != "seconds"} == {
+        "rows": "29", "files": str(len(written)), "bytes": str(sum(f.bytes for f in written))}
+    assert {k: v for k, v in p["commit"].items() if k != "seconds"} == {"rows": "29", "files": str(len(written)),
+                                                                      "offsets": "29"}
+    assert all(float(p[ph]["seconds"]) >= 0 for ph in p)
+    # everything held: nothing read, the rows of the skipped windows counted
+    p = phases(s["dedup-rerun"].stderr)
+    assert p["read"] == {"plan": "none", "windows": "2", "files": "0", "rows_read": "0", "already_loaded": "0",
+                         "duplicates": "0", "new": "0", "skipped_rows": "27", "seconds": "0.00"}
+    assert (p["write"]["rows"], p["commit"]["rows"], p["commit"]["offsets"]) == ("0", "0", "0")
+    # one window over loaded and new offsets: tasks read the staged files and write in one pass
+    p = phases(s["ov-b"].stderr)
+    assert {k: v for k, v in p["read"].items() if k != "seconds"} == {
+        "plan": "direct", "windows": "1", "files": "3", "rows_read": "16", "already_loaded": "5", "duplicates": "0",
+        "new": "11", "skipped_rows": "0"}
+    entry = OutputStore(runs.out("overlap")).read().entries[1]
+    assert (p["write"]["rows"], p["write"]["files"], p["write"]["bytes"]) == (
+        "11", str(len(entry.files)), str(sum(f.bytes for f in entry.files)))
+    assert float(p["write"]["job_seconds"]) > 0
+    assert (p["commit"]["rows"], p["commit"]["offsets"]) == ("11", "11")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_result_file_holds_the_counts_per_window(runs: Runs) -> None:
+    result = json.loads((runs.root / "results" / "ov-b.json").read_text())
+    assert result["counts"] == runs.steps["ov-b"].counts()
+    assert result["windows"] == [{"window_id": "wb", "topic": "orders", "consumer_group": "G", "rows_in": 16,
+                                  "rows_out": 11, "already_loaded": 5, "duplicates": 0}]
+    assert (result["output"], result["output_kind"]) == (str(runs.out("overlap")), "local")
+    read, write, commit = (result["phases"][k] for k in ("read", "write", "commit"))
+    assert (read["plan"], read["rows_read"], read["already_loaded"], read["new"]) == ("direct", 16, 5, 11)
+    assert (write["rows"], commit["rows"], commit["offsets"]) == (11, 11, 11)
+    assert 0 < result["seconds"] < 900
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_direct_plan_writes_what_the_general_plan_writes(runs: Runs) -> None:
+    direct = ds.dataset(runs.out("direct"), format="parquet", partitioning="hive")
+    general = ds.dataset(runs.out("driver"), format="parquet", partitioning="hive")
+    assert phases(runs.steps["direct"].stderr)["read"]["plan"] == "direct"
+    assert phases(runs.steps["driver"].stderr)["read"]["plan"] == "spark"
+    for d in (direct, general):  # the files' own schema (without the partition column)
+        assert len({pq.read_schema(f) for f in d.files}) == 1
+    # the same columns and types (every column optional, as Spark's own Parquet reader makes them)
+    assert [(f.name, f.type) for f in pq.read_schema(direct.files[0])] == \
+        [(f.name, f.type) for f in pq.read_schema(general.files[0])]
+    assert all(f.nullable for f in pq.read_schema(direct.files[0]))
+    order = [("broker", "ascending"), ("queue_id", "ascending"), ("queue_offset", "ascending")]
+    assert direct.to_table().sort_by(order).to_pylist() == general.to_table().sort_by(order).to_pylist()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_repeated_offsets_in_one_window_fall_back_to_sparks_dedup(runs: Runs) -> None:
+    s = runs.steps["repeat"]
+    assert s.counts() == {"windows": 1, "rows_in": 10, "rows_out": 8, "duplicates": 2, "already_loaded": 0}
+    assert s.keys == keys("wrep", A, 0, range(8))
+    assert "two staged files or row groups cover the same offsets of a queue: loading with the general plan" \
+        in s.stderr
+    assert phases(s.stderr)["read"]["plan"] == "spark"
+    assert list((runs.out("repeat") / LOADS_DIR).iterdir()) == []  # the direct plan's files went with its load
 
 
 @pytest.mark.slow

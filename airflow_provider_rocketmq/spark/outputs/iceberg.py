@@ -68,6 +68,13 @@ class IcebergPendingLoad:
     def publish(self) -> None:
         lg.crash_hook("before_publish")  # tests: the driver dies right after the commit
 
+    def discard(self, files: Sequence[DataFile]) -> None:
+        """Delete files tasks wrote for a plan the load gave up before its commit (never referenced)."""
+        left = delete_files(self.table.io, (f.path for f in files))
+        if left:
+            _note(f"load {self.load_id}: could not delete {len(left)} unused data files (never referenced "
+                  f"by the table; e.g. {left[0]})")
+
     def abort(self) -> None:
         """Delete the files this load's commit listed (never referenced: the commit did not land)."""
         if self._unknown or not self._files:

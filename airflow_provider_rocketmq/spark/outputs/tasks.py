@@ -1,4 +1,4 @@
-"""Spark tasks write a load's rows (``mapInArrow``); only file descriptors reach the driver.
+"""Spark tasks write a load's rows (``mapInArrow``; spark/staged_tasks.py runs its own tasks with the same hooks); only file descriptors reach the driver.
 
 `write_in_tasks(df, writer)` runs ``writer.write`` (a `TaskWriter`) once per partition of
 ``df`` inside the executors' Python workers, with the partition's Arrow record batches, and
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_provider_rocketmq.spark.ledger import CRASH_ENV
@@ -27,6 +28,7 @@ from .base import DATA_FILE_FIELDS, DataFile, TaskWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark import TaskContext
     from pyspark.sql import DataFrame
 
 DESCRIPTOR_SCHEMA = "path string, rows long, bytes long, window_id string"
@@ -43,11 +45,31 @@ def _driver_pids() -> tuple[int, ...]:
     return (os.getpid(), os.getppid()) if parent_is_jvm else (os.getpid(),)
 
 
+@dataclass(frozen=True)
+class TaskHooks:
+    """The test hooks, read on the driver when the job is planned (see the module docstring)."""
+
+    kill: tuple[int, ...] | None = None
+    fail_once: bool = False
+
+
+def task_hooks() -> TaskHooks:
+    hook = os.environ.get(CRASH_ENV)
+    return TaskHooks(_driver_pids() if hook == "task_write" else None, hook == "task_fail_once")
+
+
+def after_task_write(hooks: TaskHooks, ctx: TaskContext | None, files: Sequence[DataFile]) -> None:
+    """In a task, once its files are written: apply the test hooks (no-op when none is set)."""
+    if hooks.kill is not None and files:
+        for pid in hooks.kill:  # tests only: the driver dies while tasks write
+            os.kill(pid, signal.SIGKILL)
+    if hooks.fail_once and ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+        raise RuntimeError("load_window: test failure of a task attempt after it wrote its files")
+
+
 def write_in_tasks(df: DataFrame, writer: TaskWriter) -> list[DataFile]:
     """Write ``df``'s rows with ``writer`` in Spark tasks; return every file written."""
-    hook = os.environ.get(CRASH_ENV)
-    kill = _driver_pids() if hook == "task_write" else None
-    fail_once = hook == "task_fail_once"
+    hooks = task_hooks()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -56,11 +78,7 @@ def write_in_tasks(df: DataFrame, writer: TaskWriter) -> list[DataFile]:
         ctx = TaskContext.get()
         tag = f"{ctx.partitionId():05d}-{ctx.taskAttemptId()}" if ctx is not None else "00000-0"
         files = writer.write(batches, tag)
-        if kill is not None and files:
-            for pid in kill:  # tests only: the driver dies while tasks write
-                os.kill(pid, signal.SIGKILL)
-        if fail_once and ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
-            raise RuntimeError("load_window: test failure of a task attempt after it wrote its files")
+        after_task_write(hooks, ctx, files)
         yield pa.RecordBatch.from_pydict({
             "path": [f.path for f in files], "rows": [f.rows for f in files],
             "bytes": [f.bytes for f in files], "window_id": [f.window_id for f in files],
