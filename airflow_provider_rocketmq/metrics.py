@@ -34,13 +34,14 @@ WINDOW_REUSED = f"{PREFIX}.window.reused"  # counter: a re-run found the window 
 # per lag check (RocketMQLagSensor poke, RocketMQLagTrigger poll), per topic of the snapshot
 LAG_TOTAL = f"{PREFIX}.lag.total"  # gauge: messages waiting for the group
 LAG_MAX_QUEUE = f"{PREFIX}.lag.max_queue"  # gauge: the largest lag of one queue
-# per load of spark/load_window.py: reserved names, not sent yet (the load job reports its counts on
-# stdout; sending them through Stats needs the Airflow side of the load, which is not written yet)
+# per load of spark/load_window.py, per topic and group of its windows: sent on the Airflow side from the
+# job's result file (`load_metrics_from_file`; RocketMQCommitWindowOperator(load_result=...))
 LOAD_ROWS_IN = f"{PREFIX}.load.rows_in"  # counter: rows read from the windows
 LOAD_ROWS_OUT = f"{PREFIX}.load.rows_out"  # counter: rows appended to the output
 LOAD_ALREADY_LOADED = f"{PREFIX}.load.already_loaded"  # counter: rows the output's ledger already held
 LOAD_DUPLICATES = f"{PREFIX}.load.duplicates"  # counter: rows dropped as repeats within the load
-LOAD_DURATION = f"{PREFIX}.load.duration"  # timer
+LOAD_DURATION = f"{PREFIX}.load.duration"  # timer: the load job's work (manifests -> commit), not JVM start
+LOAD_RESULT_NAME = "load_result.json"  # where the example DAGs put the result: next to the window's manifest
 
 PER_TOPIC_OPTION = "metrics_per_topic_names"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -88,3 +89,57 @@ def lag_metrics(snapshot: Mapping[str, Any]) -> None:
     for topic, lags in sorted(per_topic.items()):
         _send("gauge", LAG_TOTAL, sum(lags), topic, group)
         _send("gauge", LAG_MAX_QUEUE, max(lags, default=0), topic, group)
+
+
+def load_metrics(result: Mapping[str, Any]) -> None:
+    """One Spark load's result (``load_window.py --result-file``, spark/load_report.py): rows in, out,
+    already loaded and repeated, summed per (topic, consumer group) of its windows, and the load's
+    duration once per (topic, group)."""
+    per: dict[tuple[str, str], dict[str, int]] = {}
+    for w in result.get("windows", ()):
+        c = per.setdefault((str(w.get("topic", "")), str(w.get("consumer_group", ""))),
+                           {"rows_in": 0, "rows_out": 0, "already_loaded": 0, "duplicates": 0})
+        for k in c:
+            c[k] += int(w.get(k, 0))
+    seconds = float(result.get("seconds", 0.0))
+    for (topic, group), c in sorted(per.items()):
+        _send("incr", LOAD_ROWS_IN, c["rows_in"], topic, group)
+        _send("incr", LOAD_ROWS_OUT, c["rows_out"], topic, group)
+        _send("incr", LOAD_ALREADY_LOADED, c["already_loaded"], topic, group)
+        _send("incr", LOAD_DUPLICATES, c["duplicates"], topic, group)
+        _send("timing", LOAD_DURATION, timedelta(seconds=seconds), topic, group)
+
+
+def load_result_location(window: Any) -> str:
+    """Where the example DAGs let the load job write its result: ``load_result.json`` next to the
+    window's manifest (a path or URL, or the window operator's XCom dict)."""
+    manifest = window.get("manifest") if isinstance(window, Mapping) else window
+    if not isinstance(manifest, str) or not manifest:
+        raise ValueError(f"expected a manifest path or a window result, got {window!r}")
+    head = manifest.rstrip("/")
+    if head.endswith(".json"):
+        head = head.rsplit("/", 1)[0] if "/" in head else "."
+    return f"{head}/{LOAD_RESULT_NAME}"
+
+
+def load_metrics_from_file(where: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """Read a load's result file (a path or fsspec URL) and send its metrics; returns the result, or
+    None (with a warning in the task log) when it is missing or unreadable: metrics never fail a task."""
+    import json
+
+    try:
+        if "://" in where and not where.startswith("file://"):
+            import fsspec
+
+            with fsspec.open(where, "r", encoding="utf-8", **dict(storage_options or {})) as fh:
+                result = json.load(fh)
+        else:
+            with open(where.removeprefix("file://"), encoding="utf-8") as fh:
+                result = json.load(fh)
+        if not isinstance(result, dict):
+            raise TypeError("not a JSON object")
+    except Exception as exc:  # noqa: BLE001 - a metric must never fail the task
+        log.warning("no load metrics: could not read the load result %s: %s", where, exc)
+        return None
+    load_metrics(result)
+    return result

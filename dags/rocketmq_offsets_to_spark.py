@@ -38,6 +38,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Param
 
 from airflow_provider_rocketmq.hooks.storage import output_storage_options
+from airflow_provider_rocketmq.metrics import load_result_location
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
 from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
@@ -62,7 +63,8 @@ with DAG(
                                 "storage options (object stores) or catalog properties (Iceberg); empty: the "
                                 "job's own configuration"),
     },
-    user_defined_macros={"rocketmq_output_storage_options": output_storage_options},
+    user_defined_macros={"rocketmq_output_storage_options": output_storage_options,
+                         "rocketmq_load_result": load_result_location},
     tags=["rocketmq", "spark", "example"],
 ) as dag:
     wait_for_messages = RocketMQLagSensor(
@@ -92,6 +94,8 @@ with DAG(
         application_args=[
             "--manifest", "{{ ti.xcom_pull(task_ids='snapshot_window')['manifest'] }}",
             "--output", "{{ params.output }}",
+            # counts and duration for the rocketmq.load.* metrics commit_window sends
+            "--result-file", "{{ rocketmq_load_result(ti.xcom_pull(task_ids='snapshot_window')) }}",
             "--body-format", "utf8",
         ],
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
@@ -103,6 +107,8 @@ with DAG(
         # ACL credentials for the executors' pulls: add ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY to env_vars
     )
 
-    commit_window = RocketMQCommitWindowOperator(task_id="commit_window", manifests=snapshot_window.output)
+    commit_window = RocketMQCommitWindowOperator(
+        task_id="commit_window", manifests=snapshot_window.output,
+        load_result="{{ rocketmq_load_result(ti.xcom_pull(task_ids='snapshot_window')) }}")
 
     wait_for_messages >> snapshot_window >> load_window >> commit_window

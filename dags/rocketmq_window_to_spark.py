@@ -40,6 +40,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Param
 
 from airflow_provider_rocketmq.hooks.storage import output_storage_options
+from airflow_provider_rocketmq.metrics import load_result_location
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
 from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
@@ -71,7 +72,8 @@ with DAG(
         "rocketmq_conn_id": Param("rocketmq_default", type="string"),
         "pull_batch_size": Param(32, type="integer", minimum=1, maximum=1024),
     },
-    user_defined_macros={"rocketmq_output_storage_options": output_storage_options},
+    user_defined_macros={"rocketmq_output_storage_options": output_storage_options,
+                         "rocketmq_load_result": load_result_location},
     tags=["rocketmq", "spark", "example"],
 ) as dag:
     wait_for_messages = RocketMQLagSensor(
@@ -104,6 +106,8 @@ with DAG(
         application_args=[
             "--manifest", "{{ ti.xcom_pull(task_ids='consume_window')['manifest'] }}",
             "--output", "{{ params.output }}",
+            # counts and duration for the rocketmq.load.* metrics commit_window sends
+            "--result-file", "{{ rocketmq_load_result(ti.xcom_pull(task_ids='consume_window')) }}",
             "--body-format", "{{ params.body_format }}",
         ],
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
@@ -113,6 +117,8 @@ with DAG(
         driver_memory="512m",
     )
 
-    commit_window = RocketMQCommitWindowOperator(task_id="commit_window", manifests=consume_window.output)
+    commit_window = RocketMQCommitWindowOperator(
+        task_id="commit_window", manifests=consume_window.output,
+        load_result="{{ rocketmq_load_result(ti.xcom_pull(task_ids='consume_window')) }}")
 
     wait_for_messages >> consume_window >> load_window >> commit_window

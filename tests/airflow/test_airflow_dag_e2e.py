@@ -163,6 +163,15 @@ def test_failed_load_then_failed_commit_then_lost_staging_never_duplicate_nor_lo
     assert ranges(first) == ranges(second)  # the failed run's window, staged again by the next run
     assert [r[:3] for r in ranges(third)] == [r[:3] for r in ranges(second)]  # same start offsets
     assert demo.loaded() == {second.window_id: 40, third.window_id: 20}
+    # the load logged its phases into the task log and left its counts next to the window's manifest;
+    # the commit task sent them as the rocketmq.load.* metrics
+    log = ok.stdout + ok.stderr
+    assert "load_window: read: plan=direct windows=1 files=" in log and "rows_read=60 already_loaded=40" in log
+    assert "load_window: commit: rows=20 " in log, tail(ok)
+    result = json.loads((demo.manifests()[-1].parent / "load_result.json").read_text())
+    assert result["windows"] == [{"window_id": third.window_id, "topic": demo.topic, "consumer_group": demo.group,
+                                  "rows_in": 60, "rows_out": 20, "already_loaded": 40, "duplicates": 0}]
+    assert "load metrics sent from " in log and "rows_out=20 duplicates=0 already_loaded=40" in log
 
     # re-run the window and Spark tasks of the finished run after its staging was lost and 30 more
     # messages arrived: the window is consumed again under the same id, from the committed offsets;

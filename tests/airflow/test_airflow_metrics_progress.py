@@ -8,6 +8,7 @@ figures come from a real window run and real lag checks.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 from collections.abc import AsyncGenerator, Iterator
@@ -23,6 +24,7 @@ from airflow_provider_rocketmq.airflow_compat import Stats
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer
 from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.operators import window as window_module
+from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
 from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
 from airflow_provider_rocketmq.triggers.lag import RocketMQLagTrigger
@@ -237,3 +239,41 @@ def test_a_failing_metrics_backend_never_fails_the_task(rmq: Any, stats: Recordi
     with caplog.at_level(logging.WARNING, logger="airflow_provider_rocketmq.metrics"):
         assert sensor.poke(context("r1", "s")).is_done
     assert "could not send metric rocketmq.lag.total: the metrics backend is down" in caplog.text
+
+
+def test_commit_sends_the_load_metrics_of_the_load_result(rmq: Any, stats: RecordingStats, tmp_path: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    produce(rmq.namesrv, "mt_load", [3, 2])
+    out = RocketMQConsumeWindowOperator(task_id="window", topic="mt_load", consumer_group="mt_ld",
+                                        commit="after_downstream").execute(context("r1"))
+    where = metrics.load_result_location(out)  # what the example DAGs pass to the job and to the commit
+    assert where == str(Path(out["manifest"]).parent / "load_result.json")
+    # as `load_window.py --result-file` writes it (tests/spark/test_load_window.py checks the job's file)
+    windows = [{"window_id": "w1", "topic": "mt_load", "consumer_group": "mt_ld", "rows_in": 5, "rows_out": 3,
+                "already_loaded": 2, "duplicates": 0},
+               {"window_id": "w2", "topic": "mt_load", "consumer_group": "mt_ld", "rows_in": 6, "rows_out": 2,
+                "already_loaded": 1, "duplicates": 3},
+               {"window_id": "w3", "topic": "other", "consumer_group": "mt_ld", "rows_in": 1, "rows_out": 1,
+                "already_loaded": 0, "duplicates": 0}]
+    Path(where).write_text(json.dumps({"version": 1, "output": "/out", "output_kind": "local", "seconds": 4.5,
+                                       "counts": {"windows": 3, "rows_in": 12, "rows_out": 6, "duplicates": 3,
+                                                  "already_loaded": 3}, "phases": {}, "windows": windows}))
+    stats.calls.clear()
+    RocketMQCommitWindowOperator(task_id="commit", manifests=out, load_result=where).execute(context("r1", "commit"))
+    tags, other = {"topic": "mt_load", "consumer_group": "mt_ld"}, {"topic": "other", "consumer_group": "mt_ld"}
+    assert [c for c in stats.calls if c[1].startswith("rocketmq.load.")] == [
+        ("incr", "rocketmq.load.rows_in", 11, tags), ("incr", "rocketmq.load.rows_out", 5, tags),
+        ("incr", "rocketmq.load.already_loaded", 3, tags), ("incr", "rocketmq.load.duplicates", 3, tags),
+        ("timing", "rocketmq.load.duration", timedelta(seconds=4.5), tags),
+        ("incr", "rocketmq.load.rows_in", 1, other), ("incr", "rocketmq.load.rows_out", 1, other),
+        ("incr", "rocketmq.load.already_loaded", 0, other), ("incr", "rocketmq.load.duplicates", 0, other),
+        ("timing", "rocketmq.load.duration", timedelta(seconds=4.5), other)]
+
+    # no result file (a job without --result-file): the commit still succeeds, a warning says why
+    stats.calls.clear()
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_rocketmq.metrics"):
+        done = RocketMQCommitWindowOperator(task_id="commit", manifests=out, load_result=str(tmp_path / "none.json")
+                                            ).execute(context("r1", "commit"))
+    assert done["manifests"] == [out["manifest"]]
+    assert not [c for c in stats.calls if c[1].startswith("rocketmq.load.")]
+    assert f"no load metrics: could not read the load result {tmp_path / 'none.json'}" in caplog.text
