@@ -282,7 +282,8 @@ def one_run(ctx: Context, kind: str, manifest: Path, label: str) -> dict[str, An
     r["cpu"] = sampler.cpu_between(r["start"], r["end"])
     r["cpu_total"] = sampler.cpu_total()
     r["wall"] = wall
-    r["phases"] = [ln for ln in err.splitlines() if ln.startswith(("load_window: read:", "load_window: write:",
+    # spark-submit relays the Python driver's stderr on its stdout
+    r["phases"] = [ln for ln in (out + err).splitlines() if ln.startswith(("load_window: read:", "load_window: write:",
                                                                     "load_window: commit:"))]
     if kind == "local":
         shutil.rmtree(url, ignore_errors=True)
