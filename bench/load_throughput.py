@@ -24,10 +24,10 @@ hosts the local executors), the Python driver, the Python workers (Spark's pyspa
 workers: they read the staged files and write the output) and the moto server — sampled from
 /proc every 0.2 s. Then the peak RSS (VmHWM, whole life) of the Python driver and of the JVM, the
 load average when the run ended, and the job's own phase lines (read / write / commit). Asserts
-nothing; other processes on the machine make figures noisy: run it under the machine's bench lock
-and report ``uptime`` next to the figures.
+nothing; other processes on the machine make figures noisy: run it on a quiet machine and report
+``uptime`` next to the figures.
 
-    flock /work/notes/bench.lock .venv/bin/python bench/load_throughput.py --kinds local --rss-sizes ""
+    .venv/bin/python bench/load_throughput.py --kinds local --rss-sizes ""     # one kind, no RSS pair
     .venv/bin/python bench/load_throughput.py [--sizes 1000000,5000000] [--runs 3] [--kinds local,s3,iceberg]
         [--rss-sizes 1000000,5000000]   # sizes whose driver RSS is compared (one run each)
         [--rss-kinds local,iceberg]     # kinds whose driver RSS is compared
