@@ -378,4 +378,4 @@ def run_direct(spark: Any, load: DirectLoad, plan: list[list[Unit]]) -> list[Tas
 
     if not plan:
         return []
-    return spark.sparkContext.parallelize(plan, len(plan)).mapPartitions(task).collect()  # type: ignore[no-any-return]
+    return spark.sparkContext.parallelize(plan, len(plan)).mapPartitions(task).collect()  # type: ignore[no-any-return]  # mapPartitions loses the element type

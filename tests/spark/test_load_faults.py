@@ -276,7 +276,8 @@ def test_d_offset_commit_failed_and_the_next_window_overlaps(matrix: Matrix, kin
 def test_e_two_loads_of_one_output_at_once_one_commits(matrix: Matrix, kind: str) -> None:
     _need(kind, "e")
     runs = matrix.concurrent[kind]
-    assert sorted(r.returncode for r in runs) == [0, 3], [r.output[-2000:] for r in runs]
+    assert sorted(r.returncode for r in runs) == [0, 3], [(r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+                                                          for r in runs]
     loser = next(r for r in runs if r.returncode == 3)
     # (spark-submit may relay the driver's stderr on its stdout)
     assert "load_window: conflict:" in loser.output and "nothing of this load was published" in loser.output
