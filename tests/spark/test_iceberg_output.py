@@ -6,6 +6,7 @@ on a moto S3 server)."""
 from __future__ import annotations
 
 import json
+import pickle
 import sqlite3
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from airflow_provider_rocketmq.spark.ledger import LedgerConflict, LedgerError, 
 from airflow_provider_rocketmq.spark.outputs import iceberg_commit
 from airflow_provider_rocketmq.spark.outputs.iceberg import IcebergOutput
 from airflow_provider_rocketmq.spark.outputs.iceberg_commit import CommitOutcomeUnknown
+from airflow_provider_rocketmq.spark.outputs.iceberg_files import delete_files
 from airflow_provider_rocketmq.spark.outputs.iceberg_ledger import (
     COMPRESS_OVER,
     PROP_HELD,
@@ -385,6 +387,41 @@ def test_task_files_split_by_window_and_roll_over(tmp_path: Path, monkeypatch: p
     assert "io_properties" not in repr(writer) and "location" in repr(writer)
 
 
+def test_tasks_write_through_the_filesystem_the_driver_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+    import pyiceberg.io
+
+    out = _table(URL, catalog_conf(tmp_path))
+    writer = pickle.loads(pickle.dumps(out.begin().writer()))  # as a Spark task gets it
+    assert writer.arrow_files is not None
+
+    def no_file_io(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a task loaded a FileIO (imports pyiceberg.io.pyarrow)")
+
+    monkeypatch.setattr(pyiceberg.io, "load_file_io", no_file_io)
+    files = writer.write([rows("w1", "a", 0, range(5))], "00000-3")
+    [f] = files
+    local = f.path.removeprefix("file://")
+    assert f.path.startswith(out.table.metadata.location + "/data/window_id=w1/") and f.bytes == Path(local).stat().st_size
+    table = pq.read_table(local)
+    assert table.column("queue_offset").to_pylist() == list(range(5))
+    ids = {fl.name: fl.metadata[b"PARQUET:field_id"] for fl in table.schema}
+    assert ids["queue_offset"] == str(out.table.schema().find_field("queue_offset").field_id).encode()
+    with pytest.raises(FileExistsError):
+        writer.arrow_files.new_output(f.path).create()
+    assert delete_files(writer.arrow_files, [f.path, f.path]) == [] and not Path(local).exists()
+
+
+def test_another_file_io_is_loaded_in_the_tasks(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    out = _table(URL, catalog_conf(tmp_path, **{"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"}))
+    writer = out.begin().writer()
+    assert writer.arrow_files is None and type(writer.file_io()).__name__ == "FsspecFileIO"
+    [f] = writer.write([rows("w1", "a", 0, range(4))], "00000-4")
+    assert pq.read_table(f.path.removeprefix("file://")).num_rows == 4
+
+
 # --- commits racing each other -----------------------------------------------------------------------
 
 def test_concurrent_load_of_overlapping_offsets_conflicts_and_leaves_nothing(tmp_path: Path) -> None:
@@ -475,3 +512,8 @@ def test_load_on_a_warehouse_in_moto_s3(tmp_path: Path, s3: MotoS3) -> None:
     assert "s3.secret-access-key" in out.table.io.properties
     writer = out.begin().writer()
     assert writer.io_properties["s3.endpoint"] == s3.endpoint and "uri" not in writer.io_properties
+    task = pickle.loads(pickle.dumps(writer))  # the S3 filesystem the driver resolved, in a task
+    assert task.arrow_files is not None and "testing" not in repr(task.arrow_files)
+    [f] = task.write([rows("w9", "a", 0, range(3))], "00000-9")
+    assert fs.size(f.path.removeprefix("s3://")) == f.bytes
+    assert delete_files(task.arrow_files, [f.path, f.path]) == [] and not fs.exists(f.path.removeprefix("s3://"))
