@@ -123,6 +123,14 @@ def run_id_of(run: subprocess.CompletedProcess[str]) -> str:
                 if "DagRun Finished" in line and "run_id=" in line)
 
 
+# CI's budget: ~290 s on two cores, the largest single test. The same guarantees are checked at the job
+# level in every CI run (tests/spark/test_load_window.py: invalid JSON commits nothing, overlapping
+# windows, a re-run after the staging was lost; tests/spark/test_load_faults.py case d) and the DAG's
+# happy paths by the other tests of this file.
+@pytest.mark.skipif(os.environ.get("ROCKETMQ_LOAD_FAULTS_FULL", "") in ("", "0"),
+                    reason="issue 10's failure scenarios through the whole DAG run with ROCKETMQ_LOAD_FAULTS_FULL=1 "
+                    "(about 5 minutes); CI checks them at the job level (tests/spark/test_load_window.py, "
+                    "test_load_faults.py)")
 @pytest.mark.timeout(900)  # four Spark launches and five Airflow starts: ~8 min on the loaded shared machine
 def test_failed_load_then_failed_commit_then_lost_staging_never_duplicate_nor_lose(
         demo: Demo, embedded_cluster: Any) -> None:
