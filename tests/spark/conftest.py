@@ -112,3 +112,15 @@ def build_window(directory: Path, window_id: str,
     m = WindowManifest(window_id=window_id, topic="orders", consumer_group="G", namesrv="127.0.0.1:9876",
                        queues=ranges, files=files, messages=sum(f.rows for f in files), bytes=total_bytes)
     return write_manifest(m, directory)
+
+
+# the fault matrices' window (tests/spark/test_load_faults.py, test_iceberg_faults.py)
+FAULT_QUEUES = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0)]
+Key = tuple[str, int, int]  # broker, queue_id, queue_offset
+# two write tasks (shuffle partitions) even for the quick size: AQE would coalesce them into one
+TWO_TASKS = ["--conf", "spark.sql.adaptive.coalescePartitions.enabled=false"]
+
+
+def expected(offsets: range) -> list[Key]:
+    """Every key of the fault matrices' queues over ``offsets``, sorted."""
+    return sorted((b, q, o) for b, q in FAULT_QUEUES for o in offsets)

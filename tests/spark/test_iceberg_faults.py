@@ -51,13 +51,13 @@ from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 from airflow_provider_rocketmq.spark.ledger import BARRIER_ENV, CRASH_ENV, CRASH_EXIT
 from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
-from tests.spark.conftest import SparkRun, build_window
+from tests.spark.conftest import FAULT_QUEUES, TWO_TASKS, Key, SparkRun, build_window, expected
 from tests.spark.iceberg_helpers import catalog_conf, conf_properties, duckdb_keys
 
 STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
 N = int(os.environ.get("ROCKETMQ_LOAD_FAULTS_N", "1000"))
 FULL = os.environ.get("ROCKETMQ_LOAD_FAULTS_FULL", "") not in ("", "0")
-QUEUES = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0)]
+QUEUES = FAULT_QUEUES
 KINDS = ("iceberg", "iceberg-s3")
 CRASHES = {"a": "task_write", "b": "before_commit", "c": "mid_commit", "c1": "before_publish"}
 # what runs on each kind (crash cases and the others); CI keeps S3 to the cases that differ most
@@ -69,15 +69,7 @@ if _ONLY:
     CASES = {k: tuple(c for c in v if c in _ONLY) for k, v in CASES.items()}
 if os.environ.get("ROCKETMQ_LOAD_FAULTS_KINDS"):  # e.g. iceberg: the local warehouse only
     CASES = {k: v if k in os.environ["ROCKETMQ_LOAD_FAULTS_KINDS"].split(",") else () for k, v in CASES.items()}
-Key = tuple[str, int, int]  # broker, queue_id, queue_offset
-# two write tasks (shuffle partitions) even for the quick size: AQE would coalesce them into one
-TWO_TASKS = ["--conf", "spark.sql.adaptive.coalescePartitions.enabled=false"]
-
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(7200)]  # a hang guard: minutes on a quiet machine
-
-
-def expected(offsets: range) -> list[Key]:
-    return sorted((b, q, o) for b, q in QUEUES for o in offsets)
 
 
 @dataclass

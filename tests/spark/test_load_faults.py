@@ -41,26 +41,18 @@ from s3_server import MotoS3
 
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 from airflow_provider_rocketmq.spark.ledger import BARRIER_ENV, CRASH_ENV, CRASH_EXIT, LEDGER_DIR, LOADS_DIR
-from tests.spark.conftest import SparkRun, build_window
+from tests.spark.conftest import FAULT_QUEUES, TWO_TASKS, Key, SparkRun, build_window, expected
 
 STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
 N = int(os.environ.get("ROCKETMQ_LOAD_FAULTS_N", "1000"))
-QUEUES = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0)]
+QUEUES = FAULT_QUEUES
 # a subset (e.g. while checking that a test fails without its protection): ROCKETMQ_LOAD_FAULTS_KINDS=s3,
 # ROCKETMQ_LOAD_FAULTS_CASES=a,e
 KINDS = tuple(os.environ.get("ROCKETMQ_LOAD_FAULTS_KINDS", "local,s3").split(","))
 CASES = tuple(os.environ.get("ROCKETMQ_LOAD_FAULTS_CASES", "a,b,c0,c1,d,e,f").split(","))
 CRASHES = {c: p for c, p in {"a": "task_write", "b": "before_commit", "c0": "before_publish",
                              "c1": "mid_publish"}.items() if c in CASES}
-Key = tuple[str, int, int]  # broker, queue_id, queue_offset
-# two write tasks (shuffle partitions) even for the quick size: AQE would coalesce them into one
-TWO_TASKS = ["--conf", "spark.sql.adaptive.coalescePartitions.enabled=false"]
-
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(7200)]  # a hang guard: minutes on a quiet machine
-
-
-def expected(offsets: range) -> list[Key]:
-    return sorted((b, q, o) for b, q in QUEUES for o in offsets)
 
 
 @dataclass
