@@ -268,8 +268,11 @@ def test_d_offset_commit_failed_and_the_next_window_overlaps(matrix: Matrix, kin
 def test_e_two_loads_of_one_output_at_once_one_commits(matrix: Matrix, kind: str) -> None:
     _need(kind, "e")
     runs = matrix.concurrent[kind]
-    assert sorted(r.returncode for r in runs) == [0, 3], [(r.returncode, r.stdout[-3000:], r.stderr[-3000:])
-                                                          for r in runs]
+    if sorted(r.returncode for r in runs) != [0, 3]:
+        # pytest.fail keeps the whole text (an assertion message is cut in the middle)
+        pytest.fail("exit codes " + str([r.returncode for r in runs]) + "".join(
+            f"\n--- run {i} exit {r.returncode} stdout:\n{r.stdout[-6000:]}\n--- run {i} stderr:\n{r.stderr[-3000:]}"
+            for i, r in enumerate(runs)), pytrace=False)
     loser = next(r for r in runs if r.returncode == 3)
     # (spark-submit may relay the driver's stderr on its stdout)
     assert "load_window: conflict:" in loser.output and "nothing of this load was published" in loser.output

@@ -87,6 +87,29 @@ def test_concurrent_commits_one_wins_overlap_conflicts_disjoint_retries(s3: Moto
     assert entry["rows"] == 10 and entry["files"][0]["path"].startswith("window_id=w1/part-")
 
 
+def test_a_load_whose_ledger_listing_is_stale_still_sees_the_entry_that_beat_it(s3: MotoS3) -> None:
+    # b lists the ledger while another load's probe object is there (s3fs caches that listing),
+    # then a commits entry 1: b's create of entry 1 fails and b must read a's entry from the
+    # store, not from its listing, to answer with a conflict (it once raised FileNotFoundError)
+    bucket = s3.new_bucket("os")
+    a, b, c = (output(s3, bucket) for _ in range(3))
+    fs = s3.filesystem()
+    probe = f"{bucket}/out/{LEDGER_DIR}/.probe-of-another-load"
+    fs.pipe_file(probe, b"probe\n")
+    base_b, base_c = b.state(), c.state()
+    fs.rm(probe)
+    load(a, rows("w1", 0, range(10)), [(Q0, 0, 10)])
+    late = b.begin()
+    files = late.writer().write([rows("w1-twin", 0, range(10))], "00000-2")
+    with pytest.raises(LedgerConflict, match=r"offsets \[0, 10\) while this load ran"):
+        late.commit(base_b, OffsetRanges.of([(Q0, 0, 10)]), ["w1-twin"], files, 10)
+    late.abort()
+    # a disjoint load with the same stale listing reads entry 1 and commits entry 2
+    load(c, rows("w2", 1, range(3)), [(Q1, 0, 3)], base=base_c)
+    assert [(e.seq, e.windows) for e in a.read().entries] == [(1, ("w1",)), (2, ("w2",))]
+    assert visible(s3, bucket) == [(0, o) for o in range(10)] + [(1, o) for o in range(3)]
+
+
 def test_committed_unpublished_load_is_rolled_forward_by_recover(s3: MotoS3) -> None:
     bucket = s3.new_bucket("os")
     out = output(s3, bucket)

@@ -248,8 +248,12 @@ class ObjectStoreParquetOutput:
         if seq in self._entries:
             return self._entries[seq]
         where = f"{self.url}/{lg.LEDGER_DIR}/{seq:010d}.json"
+        path = self._entry_path(seq)
+        # s3fs answers cat_file from a cached listing of the ledger when it has one: a listing
+        # taken before another load created this entry would say it does not exist
+        self.fs.invalidate_cache(path)
         try:
-            entry = lg.LedgerEntry.from_dict(json.loads(self.fs.cat_file(self._entry_path(seq))), where)
+            entry = lg.LedgerEntry.from_dict(json.loads(self.fs.cat_file(path)), where)
         except (ValueError, UnicodeDecodeError) as exc:
             raise lg.LedgerError(where, f"not valid JSON ({exc})") from None
         if entry.seq != seq:
