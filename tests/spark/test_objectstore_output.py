@@ -110,6 +110,29 @@ def test_a_load_whose_ledger_listing_is_stale_still_sees_the_entry_that_beat_it(
     assert visible(s3, bucket) == [(0, o) for o in range(10)] + [(1, o) for o in range(3)]
 
 
+def test_every_entry_is_read_and_a_damaged_ledger_is_named(s3: MotoS3) -> None:
+    bucket = s3.new_bucket("os")
+    out = output(s3, bucket)
+    for i in range(4):
+        load(out, rows(f"w{i}", 0, range(10 * i, 10 * i + 10)), [(Q0, 10 * i, 10 * i + 10)])
+    ledger = output(s3, bucket).read()  # a new driver: all four entries fetched at once
+    assert [(e.seq, e.windows, e.rows) for e in ledger.entries] == [(i + 1, (f"w{i}",), 10) for i in range(4)]
+    assert list(ledger.held().intervals()) == [(Q0, 0, 40)]
+    fs = s3.filesystem()
+    entry = f"{bucket}/out/{LEDGER_DIR}/{{:010d}}.json".format
+    where = f"s3://{bucket}/out/{LEDGER_DIR}"
+    good = fs.cat_file(entry(2))
+    fs.pipe_file(entry(2), b"{not json")
+    with pytest.raises(LedgerError, match=f"{where}/0000000002.json: not valid JSON"):
+        output(s3, bucket).read()
+    fs.pipe_file(entry(2), good.replace(b'"seq": 2', b'"seq": 5'))
+    with pytest.raises(LedgerError, match=f"{where}/0000000002.json: seq 5 does not match the name"):
+        output(s3, bucket).read()
+    fs.rm(entry(2))
+    with pytest.raises(LedgerError, match=f"{where}: entry 0000000002.json is missing \\(next is 3\\)"):
+        output(s3, bucket).read()
+
+
 def test_committed_unpublished_load_is_rolled_forward_by_recover(s3: MotoS3) -> None:
     bucket = s3.new_bucket("os")
     out = output(s3, bucket)

@@ -244,16 +244,10 @@ class ObjectStoreParquetOutput:
     def _entry_path(self, seq: int) -> str:
         return f"{self.ledger_dir}/{seq:010d}.json"
 
-    def _read_entry(self, seq: int) -> lg.LedgerEntry:
-        if seq in self._entries:
-            return self._entries[seq]
+    def _parse_entry(self, seq: int, body: bytes) -> lg.LedgerEntry:
         where = f"{self.url}/{lg.LEDGER_DIR}/{seq:010d}.json"
-        path = self._entry_path(seq)
-        # s3fs answers cat_file from a cached listing of the ledger when it has one: a listing
-        # taken before another load created this entry would say it does not exist
-        self.fs.invalidate_cache(path)
         try:
-            entry = lg.LedgerEntry.from_dict(json.loads(self.fs.cat_file(path)), where)
+            entry = lg.LedgerEntry.from_dict(json.loads(body), where)
         except (ValueError, UnicodeDecodeError) as exc:
             raise lg.LedgerError(where, f"not valid JSON ({exc})") from None
         if entry.seq != seq:
@@ -261,12 +255,32 @@ class ObjectStoreParquetOutput:
         self._entries[seq] = entry
         return entry
 
+    def _read_new_entry(self, seq: int) -> lg.LedgerEntry:
+        """Entry ``seq``, which another load may have created after this one's last listing."""
+        if seq in self._entries:
+            return self._entries[seq]
+        path = self._entry_path(seq)
+        # s3fs answers cat_file from a cached listing of the ledger when it has one: a listing
+        # taken before the other load created this entry would say it does not exist
+        self.fs.invalidate_cache(path)
+        return self._parse_entry(seq, self.fs.cat_file(path))
+
     def read(self) -> lg.Ledger:
         seqs = sorted(int(m.group(1)) for n in self._ls(self.ledger_dir) if (m := _ENTRY_RE.match(n)))
         for i, seq in enumerate(seqs, start=1):
             if seq != i:
                 raise lg.LedgerError(f"{self.url}/{lg.LEDGER_DIR}", f"entry {i:010d}.json is missing (next is {seq})")
-        return lg.Ledger(self.url, tuple(self._read_entry(s) for s in seqs))
+        # every load reads the whole ledger: the entries this process has not seen are fetched
+        # concurrently (one GET each, sizes from the fresh listing), not one round trip after another
+        missing = [s for s in seqs if s not in self._entries]
+        if missing:
+            bodies = self.fs.cat([self._entry_path(s) for s in missing])
+            if not isinstance(bodies, dict):  # one path: some filesystems answer with its bytes only
+                bodies = {self._entry_path(missing[0]): bodies}
+            by_name = {k.rstrip("/").rsplit("/", 1)[-1]: v for k, v in bodies.items()}
+            for s in missing:
+                self._parse_entry(s, by_name[f"{s:010d}.json"])
+        return lg.Ledger(self.url, tuple(self._entries[s] for s in seqs))
 
     def _append(self, seq: int, make: Any, *, load_id: str, check: Any) -> lg.LedgerEntry:
         """Create the first free entry from ``seq`` on: ``make(seq)`` builds it; every entry found
@@ -280,7 +294,7 @@ class ObjectStoreParquetOutput:
                 self._entries[seq] = entry
                 return entry
             except FileExistsError:
-                other = self._read_entry(seq)
+                other = self._read_new_entry(seq)
                 if other.load_id == load_id:
                     return other
                 check(other)
