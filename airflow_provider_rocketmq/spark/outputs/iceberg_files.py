@@ -330,13 +330,15 @@ class _ArrowFiles:
 
         return load_file_io(self.io_properties, location)
 
-    def new_output(self, location: str) -> _ArrowFile | Any:
+    def _file(self, location: str, method: str) -> _ArrowFile | Any:
         path = self._path(location)
-        return self._other(location).new_output(location) if path is None else _ArrowFile(self, location, path)
+        return getattr(self._other(location), method)(location) if path is None else _ArrowFile(self, location, path)
+
+    def new_output(self, location: str) -> _ArrowFile | Any:
+        return self._file(location, "new_output")
 
     def new_input(self, location: str) -> _ArrowFile | Any:
-        path = self._path(location)
-        return self._other(location).new_input(location) if path is None else _ArrowFile(self, location, path)
+        return self._file(location, "new_input")
 
     def delete(self, location: str) -> None:
         path = self._path(location)

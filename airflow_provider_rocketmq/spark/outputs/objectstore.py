@@ -274,9 +274,7 @@ class ObjectStoreParquetOutput:
         # concurrently (one GET each, sizes from the fresh listing), not one round trip after another
         missing = [s for s in seqs if s not in self._entries]
         if missing:
-            bodies = self.fs.cat([self._entry_path(s) for s in missing])
-            if not isinstance(bodies, dict):  # one path: some filesystems answer with its bytes only
-                bodies = {self._entry_path(missing[0]): bodies}
+            bodies = self.fs.cat([self._entry_path(s) for s in missing])  # a list in: a dict out
             by_name = {k.rstrip("/").rsplit("/", 1)[-1]: v for k, v in bodies.items()}
             for s in missing:
                 self._parse_entry(s, by_name[f"{s:010d}.json"])
