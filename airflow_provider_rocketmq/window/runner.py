@@ -55,6 +55,7 @@ from airflow_provider_rocketmq.window.manifest import (
     write_manifest,
 )
 from airflow_provider_rocketmq.window.progress import ProgressHook
+from airflow_provider_rocketmq.window.reach import UNREACHABLE, reachable_high_water_marks
 from airflow_provider_rocketmq.window.staging import StagingLocation
 from airflow_provider_rocketmq.window.writer import PART_PREFIX, PART_SUFFIX, StagingWriter
 
@@ -201,7 +202,8 @@ def run_window(
                             reused=True, committed=committed)
 
     window_id = spec.window_id or new_window_id()
-    hwm_by_mq = admin.high_water_marks(spec.topic)
+    # a broker that does not answer is left out: its queues wait for the next window (window/reach.py)
+    hwm_by_mq, _unreachable = reachable_high_water_marks(admin, spec.topic)
     queues = {(mq.broker_name, mq.queue_id): mq for mq in hwm_by_mq}
     log.info("window %s: high-water marks of %s: %s", window_id, spec.topic,
              {str(mq): off for mq, off in sorted(hwm_by_mq.items())})
@@ -366,6 +368,7 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
         deadline = started + spec.max_duration if spec.max_duration else None
         last_recheck = last_progress = time.monotonic()
         seen_version = collector.version
+        unreachable_until: dict[QueueKey, float] = {}
         while True:
             _check_cancel(cancel)
             if collector.error is not None:
@@ -373,7 +376,13 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
             allocated = assignment.queues
             owned = {k for k in allocated if k in queues} if allocated is not None else set()
             for key in sorted(owned - _known(collector, queues)):
-                collector.set_start(key, _initial_offset(spec, admin, queues[key], collector.high_water(key)))
+                if time.monotonic() < unreachable_until.get(key, 0.0):
+                    continue
+                try:
+                    collector.set_start(key, _initial_offset(spec, admin, queues[key], collector.high_water(key)))
+                except UNREACHABLE as exc:  # its broker went away: the queue waits (idle_timeout ends the window)
+                    log.warning("%s: cannot read its start offset (%s); trying again later", queues[key], exc)
+                    unreachable_until[key] = time.monotonic() + _RECHECK_STALLED
             tick()  # progress reports, once the queues just assigned count (cheap unless one is due)
             now = time.monotonic()
             if collector.bound_reached():
@@ -488,9 +497,12 @@ def _recheck_starts(spec: WindowSpec, admin: WindowAdmin, collector: WindowColle
     ``_RECHECK_STALLED`` seconds): a queue may have been committed past our frontier by another
     member (or trimmed by the broker), and the consumer then starts later than we assumed."""
     for key in sorted(owned):
-        if collector.complete((key,)):
+        if collector.complete((key,)) or not collector.known(key):
             continue
-        collector.set_start(key, _floor(spec, admin, queues[key]))
+        try:
+            collector.set_start(key, _floor(spec, admin, queues[key]))
+        except UNREACHABLE as exc:  # the broker went away mid-window: what is contiguous stays, idle_timeout ends it
+            log.warning("%s: cannot re-read its committed offset (%s)", queues[key], exc)
 
 
 # -- staging -----------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from airflow_provider_rocketmq.window.manifest import (
     read_manifest,
     write_manifest,
 )
+from airflow_provider_rocketmq.window.reach import reachable_high_water_marks
 from airflow_provider_rocketmq.window.runner import WindowResult
 from airflow_provider_rocketmq.window.staging import StagingLocation
 
@@ -128,7 +129,8 @@ def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str =
                                 f"{spec.window_id!r}", path=path)
         log.info("offsets window %s already snapshotted: %s", manifest.window_id, path)
         return WindowResult(str(path), _offsets(manifest), 0, manifest.window_id, reused=True)
-    marks = sorted(admin.high_water_marks(spec.topic).items())
+    # a broker that does not answer is left out: its queues wait for the next window (window/reach.py)
+    marks = sorted(reachable_high_water_marks(admin, spec.topic)[0].items())
     ranges = cap_ranges([(_start(spec, admin, mq, high), high) for mq, high in marks], spec.max_messages)
     queues = [QueueRange(mq.broker_name, mq.queue_id, start, end, high, 0)
               for (mq, high), (start, end) in zip(marks, ranges)]
