@@ -62,6 +62,13 @@ class LedgerConflict(LedgerError):
     """A concurrent load committed offsets this load also covers; nothing of this load was published."""
 
 
+class CommitOutcomeUnknown(LedgerError):
+    """The commit request failed in a way that does not say whether it took effect (its answer was
+    lost), and reading the output back did not find it: the load's files are kept (it may land), and
+    the next load of the output finds out (it publishes a load that committed, and discards one that
+    did not once it is older than ``--abandon-after``)."""
+
+
 # --- offset ranges --------------------------------------------------------------------------------
 
 def _merge(intervals: Iterable[Interval]) -> tuple[Interval, ...]:

@@ -16,6 +16,7 @@ from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.spark.ledger import (
     LEDGER_DIR,
     LOADS_DIR,
+    CommitOutcomeUnknown,
     LedgerConflict,
     LedgerError,
     OffsetRanges,
@@ -197,3 +198,57 @@ def test_a_store_that_ignores_if_none_match_is_refused() -> None:
         assert store.filesystem().find(f"{bucket}/out") == []  # the probe object was removed
     finally:
         store.stop()
+
+
+class _AnswerLost:
+    """Wrap an output's create-if-absent of ledger entries: the request takes effect (``lands``) or not,
+    and the client always sees a connection error, as when every answer of it is lost."""
+
+    def __init__(self, out: ObjectStoreParquetOutput, *, lands: bool) -> None:
+        self.out, self.lands, self.calls = out, lands, 0
+        self.create = out._create
+
+    def __call__(self, path: str, data: bytes) -> None:
+        if f"/{LEDGER_DIR}/" in path and path.endswith(".json") and "/." not in path:
+            self.calls += 1
+            if self.lands:
+                self.create(path, data)
+            raise ConnectionResetError(104, "Connection reset by peer (test: the answer was lost)")
+        self.create(path, data)
+
+
+def test_a_commit_whose_answer_is_lost_is_read_back_and_completes(s3: MotoS3,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry is created but the client sees only errors: the load must find its entry and go on.
+    (Aborting would delete the files the entry names: offsets held by the ledger, rows gone for good.)"""
+    bucket = s3.new_bucket("os")
+    out = output(s3, bucket)
+    lost = _AnswerLost(out, lands=True)
+    monkeypatch.setattr(out, "_create", lost)
+    pending = load(out, rows("w1", 0, range(6)), [(Q0, 0, 6)])
+    assert lost.calls == 1 and pending._unknown is False
+    assert visible(s3, bucket) == [(0, o) for o in range(6)]
+    assert [e.load_id for e in output(s3, bucket).read().entries] == [pending.load_id]
+
+
+def test_a_commit_whose_outcome_stays_unknown_keeps_the_files_for_the_next_load(
+        s3: MotoS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket = s3.new_bucket("os")
+    out = output(s3, bucket, abandon_after=0)
+    monkeypatch.setattr(out, "_create", _AnswerLost(out, lands=False))
+    state = out.state()
+    pending = out.begin()
+    files = pending.writer().write([rows("w1", 0, range(6))], "00000-1")
+    with pytest.raises(CommitOutcomeUnknown, match="files are kept"):
+        pending.commit(state, OffsetRanges.of([(Q0, 0, 6)]), ["w1"], files, 6)
+    pending.abort()  # what load_window does after a failed commit: must keep them (the entry may land)
+    fs = s3.filesystem()
+    fs.invalidate_cache()
+    assert fs.find(f"{bucket}/out/{LOADS_DIR}/{pending.load_id}")
+    # the next load finds the load uncommitted (and older than abandon_after): discarded, never visible
+    nxt = output(s3, bucket, abandon_after=0)
+    notes = nxt.recover()
+    assert any(pending.load_id in n and "abandoned" in n for n in notes), notes
+    assert visible(s3, bucket) == [] and nxt.state().held == OffsetRanges()
+    load(nxt, rows("w1", 0, range(6)), [(Q0, 0, 6)])
+    assert visible(s3, bucket) == [(0, o) for o in range(6)]

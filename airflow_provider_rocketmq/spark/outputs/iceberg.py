@@ -52,14 +52,14 @@ class IcebergPendingLoad:
 
     def commit(self, base: OutputState, ranges: lg.OffsetRanges, windows: Sequence[str],
                files: Sequence[DataFile], rows: int) -> None:
-        from .iceberg_commit import CommitOutcomeUnknown, commit_load
+        from .iceberg_commit import commit_load
 
         assert isinstance(base.token, TableLedger)
         self._files = list(files)
         try:
             snapshot = commit_load(self.table, files, load_id=self.load_id, windows=windows, ranges=ranges,
                                    rows=rows, base=base.token)
-        except CommitOutcomeUnknown:
+        except lg.CommitOutcomeUnknown:
             self._unknown = True  # its files may be referenced: abort must keep them
             raise
         _note(f"load {self.load_id} committed snapshot {snapshot.snapshot_id} of {'.'.join(self.table.name())} "

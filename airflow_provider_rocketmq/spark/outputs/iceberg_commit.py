@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from airflow_provider_rocketmq.spark.ledger import LedgerConflict, LedgerError, OffsetRanges, crash_hook
+from airflow_provider_rocketmq.spark.ledger import (
+    CommitOutcomeUnknown,
+    LedgerConflict,
+    LedgerError,
+    OffsetRanges,
+    crash_hook,
+)
 
 from .base import DataFile
 from .iceberg_files import iceberg_data_files
@@ -45,11 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 8
-
-
-class CommitOutcomeUnknown(LedgerError):
-    """The catalog call failed in a way that does not say whether the snapshot landed (and it is not
-    in the table's history now): the data files are kept, a re-run finds out."""
 
 
 def _without_retries(table: Table) -> Table:

@@ -283,7 +283,12 @@ class ObjectStoreParquetOutput:
     def _append(self, seq: int, make: Any, *, load_id: str, check: Any) -> lg.LedgerEntry:
         """Create the first free entry from ``seq`` on: ``make(seq)`` builds it; every entry found
         in the way goes through ``check(entry)`` (which may raise). An entry already holding
-        ``load_id`` is ours (a create the client retried after a lost answer)."""
+        ``load_id`` is ours (a create the client retried after a lost answer).
+
+        A create that fails without saying whether it took effect (its answers lost: connection
+        resets, timeouts, 5xx after the client's retries) is checked by reading entry ``seq`` back:
+        ours -> committed; another load's -> as for an existing entry; absent or unreadable ->
+        `CommitOutcomeUnknown` (the request may still land, so the caller keeps the load's files)."""
         while True:
             entry: lg.LedgerEntry = make(seq)
             body = (json.dumps(entry.to_dict(), indent=1, sort_keys=True) + "\n").encode()
@@ -293,10 +298,35 @@ class ObjectStoreParquetOutput:
                 return entry
             except FileExistsError:
                 other = self._read_new_entry(seq)
-                if other.load_id == load_id:
-                    return other
-                check(other)
-                seq += 1
+            except Exception as exc:  # noqa: BLE001 - any other failure leaves the outcome open: read it back
+                other = self._entry_after_lost_answer(seq, load_id, exc)
+            if other.load_id == load_id:
+                return other
+            check(other)
+            seq += 1
+
+    def _entry_after_lost_answer(self, seq: int, load_id: str, exc: Exception) -> lg.LedgerEntry:
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+        where = f"{self.url}/{lg.LEDGER_DIR}/{seq:010d}.json"
+        try:
+            for attempt in Retrying(retry=retry_if_exception_type(OSError), stop=stop_after_attempt(5),
+                                    wait=wait_random_exponential(multiplier=0.5, max=5), reraise=True):
+                with attempt:
+                    try:
+                        return self._read_new_entry(seq)
+                    except FileNotFoundError:
+                        break
+        except Exception as again:  # noqa: BLE001 - the store does not answer reads either
+            raise lg.CommitOutcomeUnknown(where, f"creating the ledger entry of load {load_id} failed "
+                                          f"({_redact(str(exc), self.storage_options)}) and it cannot be read "
+                                          f"back ({_redact(str(again), self.storage_options)}); the load's files "
+                                          "are kept: run the load again") from exc
+        raise lg.CommitOutcomeUnknown(where, f"creating the ledger entry of load {load_id} failed "
+                                      f"({_redact(str(exc), self.storage_options)}) and it is not there now; the "
+                                      "load's files are kept in case the request still lands: run the load again "
+                                      "(a later load publishes this one if it landed, and discards it after "
+                                      "--abandon-after if not)") from exc
 
     # -- recovery --------------------------------------------------------------------------------
     def recover(self) -> list[str]:
@@ -394,6 +424,7 @@ class ObjectStorePendingLoad:
         self.load_id = load_id
         self.staging = out._path(lg.LOADS_DIR, load_id)
         self._entry: lg.LedgerEntry | None = None
+        self._unknown = False
 
     def writer(self) -> ObjectStoreTaskWriter:
         return ObjectStoreTaskWriter(self.out.protocol, self.staging, self.out.storage_options)
@@ -425,6 +456,14 @@ class ObjectStorePendingLoad:
 
     def commit(self, base: OutputState, ranges: lg.OffsetRanges, windows: Sequence[str],
                files: Sequence[DataFile], rows: int) -> None:
+        try:
+            self._commit(base, ranges, windows, files, rows)
+        except lg.CommitOutcomeUnknown:
+            self._unknown = True  # its entry may land: abort must keep the staged files it names
+            raise
+
+    def _commit(self, base: OutputState, ranges: lg.OffsetRanges, windows: Sequence[str],
+                files: Sequence[DataFile], rows: int) -> None:
         ledger = base.token
         assert isinstance(ledger, lg.Ledger)
         published = tuple(lg.PublishedFile(f.path, _published_name(f.path, self.load_id, i), f.rows, f.bytes)
@@ -455,6 +494,8 @@ class ObjectStorePendingLoad:
         self.out._publish(self._entry)
 
     def abort(self) -> None:
+        if self._unknown:
+            return  # the entry may still land: a later load publishes these files, or discards them
         try:
             self.out.fs.rm(self.staging, recursive=True)
         except (FileNotFoundError, OSError):
