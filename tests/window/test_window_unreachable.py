@@ -1,8 +1,8 @@
 """A window when a broker of its topic does not answer (down, or its network cut): the window takes
 the queues of the brokers that answer and leaves the others, uncommitted, to the next window; it
 never waits for the missing broker longer than the client's request timeout times its attempts, and
-fails only when no broker answers. (Found by the chaos harness: integration/chaos, a cut of broker-b's
-link; before, one silent broker failed the whole window and every window after it until it came back.)
+fails only when no broker answers (one silent broker must not stop every window of the topic until
+it comes back).
 
 The embedded broker's ``drop_responses`` makes broker-b silent: it is in the route, it accepts
 connections, its answers never arrive (as behind a cut link).
