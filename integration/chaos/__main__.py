@@ -6,7 +6,8 @@
       python -m integration.chaos --full --results chaos.jsonl    # full mode: appends, resumable
     python -m integration.chaos table chaos.jsonl             # fault kind x output kind table
     python -m integration.chaos netns up chaosb               # namespace + veth (198.51.100.0/24)
-    python -m integration.chaos mutate ledger-check --seed 7  # the checker must fail (mutations.py)
+    python -m integration.chaos regressions                   # the seeds that once found a failure
+    python -m integration.chaos mutate ledger-check           # the checker must fail (mutations.py)
 
 See docs/reliability.md.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -45,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="", help="seeds, comma-separated")
     p.add_argument("--runs", type=int, default=None, help="run this many seeds from --start (full mode: 200)")
     p.add_argument("--start", type=int, default=1000, help="first seed of --runs (default 1000)")
-    p.add_argument("--cycles", type=int, default=3, help="cycles with faults per run (default 3)")
+    p.add_argument("--cycles", type=int, default=2, help="cycles with faults per run (default 2)")
     p.add_argument("--outputs", default=",".join(OUTPUT_KINDS), help="output kinds to draw from")
     p.add_argument("--rotate-outputs", action="store_true",
                    help="seed N loads into output kind N mod 3 (balanced kinds; full mode does this)")
@@ -140,11 +142,22 @@ def _explain(record: dict[str, Any]) -> None:
         print(f"chaos:   problem: {p}")
     if record.get("traceback"):
         print(record["traceback"])
+    a = record.get("args", {})
     print(f"chaos:   files kept in {record['workdir']}; replay: python -m integration.chaos --seed {record['seed']} "
-          f"--cycles {record.get('args', {}).get('cycles', 3)}")
+          f"--cycles {a.get('cycles')} --outputs {a.get('outputs')} --faults {a.get('faults')}"
+          + (" --rotate-outputs" if a.get("rotate_outputs") else ""))
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the harness like Ctrl-C: its finally blocks stop the processes it started."""
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def main(argv: list[str]) -> int:
+    _stop_on_sigterm()
     if argv[:1] == ["table"]:
         path = Path(argv[1] if len(argv) > 1 else "chaos-results.jsonl")
         print(results.table(results.load(path)))
@@ -158,6 +171,18 @@ def main(argv: list[str]) -> int:
         else:
             netns.down(argv[2])
         return 0
+    if argv[:1] == ["regressions"]:
+        from .regressions import REGRESSIONS
+
+        backend = "existing" if os.environ.get("ROCKETMQ_NAMESRV", "").strip() else "embedded"
+        rc = 0
+        for case in REGRESSIONS:
+            if case.backend != backend and case.backend == "existing":
+                print(f"chaos: regression seed {case.seed} needs a real cluster with its namespace: skipped")
+                continue
+            print(f"chaos: regression seed {case.seed}: {case.found}")
+            rc |= main([*case.command.split()[3:], *argv[1:]])
+        return rc
     if argv[:1] == ["mutate"]:
         from .mutations import main as mutate
 

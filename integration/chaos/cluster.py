@@ -147,8 +147,8 @@ class EmbeddedProcessCluster(Cluster):
         wait_until(lambda: not any(accepts(a) for a in self._addrs()), 30, "the killed brokers to stop listening")
         ok = rc == -signal.SIGKILL and len(listening) == len(self._addrs())
         return Injection("broker-kill", ok, f"kill -9 of the embedded broker process {proc.pid} (state {state}, "
-                         f"{len(listening)} listening): exit {rc}", data={"exit": rc,
-                                                                        "closed_s": round(time.monotonic() - t0, 3)})
+                         f"{len(listening)} listening): exit {rc}",
+                         data={"exit": rc, "killed": True, "closed_s": round(time.monotonic() - t0, 3)})
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -194,7 +194,8 @@ class ExistingCluster(Cluster):
         closed = time.monotonic() - t0
         # kill -9 closes the sockets at once; a graceful shutdown takes seconds
         return Injection("broker-kill", closed < 10, f"ROCKETMQ_BROKER_KILL_CMD: {', '.join(addrs)} stopped "
-                         f"accepting connections {closed:.2f} s later", data={"closed_s": round(closed, 3)})
+                         f"accepting connections {closed:.2f} s later",
+                         data={"killed": True, "closed_s": round(closed, 3)})
 
     def start_brokers(self) -> dict[str, Any]:
         assert self.control is not None

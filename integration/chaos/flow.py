@@ -108,7 +108,7 @@ class ChaosRun:
         self.cycles: list[dict[str, Any]] = []
         self.problems: list[str] = []  # hangs and other failures of the harness's own promises
         self.background: list[threading.Thread] = []
-        self.leftovers: list[Step] = []
+        self.steps: list[Step] = []  # every process started, stopped at the end if still running
         self.windows = 0
         self.started_wall = time.time()
 
@@ -162,8 +162,9 @@ class ChaosRun:
         finally:
             for t in self.background:
                 t.join(300)
-            for step in self.leftovers:
-                step.terminate_group()
+            for step in self.steps:
+                if step.returncode is None:
+                    step.terminate_group()
             if producer is not None:
                 producer.stop()
                 self._save_attempts(producer)
@@ -199,12 +200,13 @@ class ChaosRun:
                                "steps": [], "t": round(time.time() - self.started_wall, 1)}
         self.cycles.append(rec)
         fired: set[int] = set()
+        load_done = threading.Event()  # faults lasting "until the load step ends" wait for it
 
         def fire(step: str) -> None:
             for i, f in enumerate(faults):
                 if f.kind in BACKGROUND and i not in fired and (f.step == step or step == "end"):
                     fired.add(i)
-                    self._start_background(f, wid)
+                    self._start_background(f, wid, load_done)
 
         def mine(step: str) -> list[Fault]:
             return [f for f in faults if f.step == step and f.kind not in BACKGROUND]
@@ -219,12 +221,15 @@ class ChaosRun:
                 rec["result"] = "window failed"
                 return
             fire("load")
-            if not self._load(wid, manifest, mine("load"), rec):
+            loaded = self._load(wid, manifest, mine("load"), rec)
+            load_done.set()
+            if not loaded:
                 rec["result"] = "load failed"
                 return
             fire("commit")
             rec["result"] = "committed" if self._commit(manifest, mine("commit"), rec) else "commit failed"
         finally:
+            load_done.set()
             fire("end")  # faults whose step this DAG run never reached strike now
 
     def _env(self) -> dict[str, str]:
@@ -234,7 +239,9 @@ class ChaosRun:
         return env
 
     def _step(self, name: str, argv: list[str], env: dict[str, str]) -> Step:
-        return Step(name, argv, env, cwd=str(self.workdir), log_dir=self.workdir / "logs")
+        step = Step(name, argv, env, cwd=str(self.workdir), log_dir=self.workdir / "logs")
+        self.steps.append(step)
+        return step
 
     def _finish(self, step: Step, what: str, rec: dict[str, Any], fault_threads: list[threading.Thread]) -> int | None:
         rc = step.wait(TIMEOUTS[what])
@@ -358,7 +365,6 @@ class ChaosRun:
         if not inj.verified:
             self._record(inj, wid)
             return None
-        self.leftovers.append(step)
         wait = self.s.abandon_after + 1.0 - (time.monotonic() - (step.stopped_at or time.monotonic()))
         if wait > 0:
             time.sleep(wait)
@@ -366,7 +372,6 @@ class ChaosRun:
         t_rc = self._finish(takeover, "load", rec, [])
         stopped = step.cont()
         z_rc = self._finish(step, "load", rec, threads)
-        self.leftovers.remove(step)
         inj.data.update(stopped_s=round(stopped, 2), zombie_exit=z_rc, takeover_exit=t_rc)
         inj.verified = inj.verified and stopped > self.s.abandon_after
         inj.detail += f"; stopped {stopped:.1f} s (> --abandon-after {self.s.abandon_after:g}), take-over load " \
@@ -392,11 +397,11 @@ class ChaosRun:
         return False
 
     # -- faults in the background -----------------------------------------------------------------------
-    def _start_background(self, f: Fault, wid: str) -> None:
+    def _start_background(self, f: Fault, wid: str, load_done: threading.Event) -> None:
         def run() -> None:
             time.sleep(f.delay)
             try:
-                inj = self._inject(f)
+                inj = self._inject(f, load_done)
             except Exception as exc:  # noqa: BLE001 - a fault that could not be injected is recorded as such
                 inj = Injection(f.kind, False, f"could not inject: {type(exc).__name__}: {exc}")
             self._record(inj, wid)
@@ -414,14 +419,20 @@ class ChaosRun:
         if self.store is not None:
             self.store.proxy.clear()
 
-    def _inject(self, f: Fault) -> Injection:
+    def _inject(self, f: Fault, load_done: threading.Event) -> Injection:
         if f.kind == BROKER_KILL:
             with self.cluster.fault_lock:
-                inj = self.cluster.kill_brokers()
-                if not inj.verified and inj.data.get("exit") is None and "not" in inj.detail:
-                    return inj
+                try:
+                    inj = self.cluster.kill_brokers()
+                except Exception as exc:  # noqa: BLE001 - the kill command ran: start them whatever it did
+                    inj = Injection(BROKER_KILL, False, f"the kill did not complete: {exc}", data={"killed": True})
+                if not inj.data.get("killed"):
+                    return inj  # nothing was killed (the brokers were not all up): nothing to restart
                 time.sleep(f.params["down_s"])
-                inj.data.update(self.cluster.start_brokers(), down_s=round(f.params["down_s"], 2))
+                try:
+                    inj.data.update(self.cluster.start_brokers(), down_s=round(f.params["down_s"], 2))
+                except Exception as exc:  # noqa: BLE001 - the run cannot go on without brokers
+                    self.problems.append(f"the brokers did not come back after a kill: {exc}")
                 return inj
         if f.kind == NET_CUT:
             link = self.cluster.netlink
@@ -443,12 +454,17 @@ class ChaosRun:
             mix = f.params["mix"]
             plan = FaultPlan(slowdown=mix["slowdown"], reset_before=mix["reset_before"],
                              reset_after=mix["reset_after"], slow=mix["slow"], slow_s=mix["slow_s"],
-                             until=now + f.params["duration_s"])
+                             until=now + f.params["duration_s"], ledger_only=bool(f.params.get("ledger_only")))
             if "outage_s" in f.params:
                 plan.outage_from = now + f.params["outage_after_s"]
                 plan.outage_until = plan.outage_from + f.params["outage_s"]
-            proxy.set_plan(plan)
-            time.sleep(f.params["duration_s"])
+            if f.params.get("until") == "load-end":
+                plan.until = float("inf")
+                proxy.set_plan(plan)
+                load_done.wait(TIMEOUTS["load"] * 3)
+            else:
+                proxy.set_plan(plan)
+                time.sleep(f.params["duration_s"])
             proxy.clear()
             after_ = proxy.stats.snapshot()
             injected = {k: v - before["injected"].get(k, 0) for k, v in after_["injected"].items()
@@ -456,8 +472,10 @@ class ChaosRun:
             ledger = {k: v - before["ledger_injected"].get(k, 0) for k, v in after_["ledger_injected"].items()
                       if v - before["ledger_injected"].get(k, 0)}
             requests = after_["requests"] - before["requests"]
+            lasted = time.monotonic() - now
             return Injection(OBJSTORE_ERRORS, sum(injected.values()) > 0,
-                             f"{f.params['duration_s']:.1f} s of object-store faults: {requests} requests, "
+                             f"{lasted:.1f} s of object-store faults{' on ledger entries' if plan.ledger_only else ''}: "
+                             f"{requests} requests, "
                              f"injected {injected or 'nothing'}" + (f", on ledger writes {ledger}" if ledger else ""),
                              data={"requests": requests, "injected": injected, "ledger_injected": ledger})
         if f.kind == TOPIC_EXPAND:

@@ -32,16 +32,22 @@ MUTATIONS = {m.name: m for m in (
     Mutation("ledger-check",
              "the load ignores what the output's ledger holds (loads every offset of its manifests again)",
              "    held = state.held\n", "    held = lg.OffsetRanges()  # MUTATION: ledger ignored\n",
-             "11,13,17", ("--faults", "kill-commit,offset-reset", "--cycles", "2")),
+             "4", ("--outputs", "local", "--faults", "kill-commit", "--cycles", "1")),
     Mutation("create-if-absent",
              "an object store load creates its ledger entry with a plain PUT (overwriting), not If-None-Match: *",
              "                self._create(self._entry_path(seq), body)\n",
              "                self.fs.pipe_file(self._entry_path(seq), body)  # MUTATION: overwrite\n",
-             "21,22,23", ("--outputs", "s3", "--faults", "concurrent-loads,zombie-loader", "--cycles", "2")),
+             "1", ("--outputs", "s3", "--faults", "concurrent-loads", "--cycles", "1")),
+    Mutation("lost-answer-readback",
+             "an object store load whose ledger-entry create failed does not read the entry back (and deletes "
+             "its files: the state before the fix found by this harness)",
+             "                other = self._entry_after_lost_answer(seq, load_id, exc)\n",
+             "                raise  # MUTATION: outcome taken as failed\n",
+             "4", ("--outputs", "s3", "--faults", "objstore-errors,kill-driver,zombie-loader", "--cycles", "1")),
     Mutation("commit-after-load",
              "the window commits its end offsets when staged, not after the load (--no-commit ignored)",
              "commit=not args.no_commit,", "commit=True,  # MUTATION: committed before the load\n       ",
-             "31,32,33", ("--faults", "kill-driver,zombie-loader", "--cycles", "2")),
+             "4", ("--outputs", "local", "--faults", "kill-driver", "--cycles", "1")),
 )}
 
 

@@ -1,10 +1,9 @@
 """Seeds kept on purpose: the quick mode's seeds, and every seed that once found a failure.
 
-A regression seed replays its schedule (``python -m integration.chaos --seed S --cycles C
---outputs ... --faults ...``); the failure it found is named with the fix. Timing is the
-machine's, so a seed reproduces the conditions (the same faults at the same points of the flow),
-not necessarily the same interleaving: the fault it found is also pinned down by a regression test
-under tests/.
+A seed replays its schedule: ``python -m integration.chaos --seed S --cycles C --outputs ... --faults
+...`` (what `Seed.command` prints). Timing is the machine's, so a seed reproduces the conditions (the
+same faults at the same points of the flow), not necessarily the same interleaving; the failure it
+found is also pinned down by a regression test under tests/, named in ``found``.
 """
 
 from __future__ import annotations
@@ -20,13 +19,35 @@ class Seed:
     cycles: int = 1
     outputs: tuple[str, ...] = OUTPUT_KINDS
     faults: tuple[str, ...] = FAULT_KINDS
-    found: str = ""  # the failure this seed found, and its fix
+    backend: str = "embedded"  # "existing": needs a real 2-broker cluster with the namespace (net-cut)
+    found: str = ""  # the failure this seed found, the fix, and its regression test
+
+    @property
+    def command(self) -> str:
+        return (f"python -m integration.chaos --seed {self.seed} --cycles {self.cycles} --outputs "
+                f"{','.join(self.outputs)} --faults {','.join(self.faults)}")
 
 
-# quick mode (integration/test_chaos.py): together they cover the output kinds and the fault kinds
+# quick mode (integration/test_chaos.py): together they load into every output kind, under a kill of
+# the window, the Spark driver and the commit, a broker kill, a zombie load, two loads at once, lost
+# answers of the object store at the commit, a topic expansion and an offset reset
 QUICK: tuple[Seed, ...] = (
-    Seed(4, cycles=1),
+    Seed(4, outputs=("s3",), faults=("objstore-errors", "kill-driver", "zombie-loader")),
+    Seed(2, outputs=("iceberg",), faults=("broker-kill", "concurrent-loads", "kill-commit")),
+    Seed(7, outputs=("local",), faults=("kill-window", "kill-commit", "offset-reset")),
 )
 
-# seeds that found a failure (full or quick mode), replayed by `python -m integration.chaos regressions`
-REGRESSIONS: tuple[Seed, ...] = ()
+REGRESSIONS: tuple[Seed, ...] = (
+    Seed(4, outputs=("s3",), faults=("objstore-errors", "kill-driver", "zombie-loader"),
+         found="lost 237 of 1768 messages: every answer to the create of a load's ledger entry was lost (the "
+               "entry landed), load_window aborted and deleted the files the entry names; fix: the entry is "
+               "read back, files kept while the outcome is unknown (spark/outputs/objectstore.py; "
+               "tests/spark/test_objectstore_output.py::test_a_commit_whose_answer_is_lost_is_read_back_and_completes)"),
+    Seed(3, cycles=2, faults=("net-cut",), backend="existing",
+         found="not a wrong output but a stalled flow: while broker-b's link was cut every window of the topic "
+               "failed (the offsets window after 53 s: its high-water-mark snapshot timed out), broker-a's queues "
+               "included; fix: a window leaves out the brokers that do not answer (window/reach.py; "
+               "tests/window/test_window_unreachable.py). The same run showed a timed-out send stored 55 s later, "
+               "after its retry and later messages of its key: the checker now counts such sends as late_stored, "
+               "not as order violations (RocketMQ orders acknowledged sends only)"),
+)

@@ -19,6 +19,7 @@ and for ledger entries (``_rocketmq_ledger/`` writes), so a run shows that its f
 from __future__ import annotations
 
 import random
+import re
 import socket
 import socketserver
 import struct
@@ -28,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+_LEDGER_ENTRY = re.compile(r"_rocketmq_ledger/\d{10}\.json")
 _SLOWDOWN = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
              b"<Message>Please reduce your request rate.</Message><RequestId>chaos</RequestId></Error>")
 
@@ -44,6 +46,7 @@ class FaultPlan:
     outage_from: float = 0.0  # monotonic clock; outage_from <= now < outage_until: every answer lost
     outage_until: float = 0.0
     until: float = float("inf")  # the plan ends here (monotonic clock)
+    ledger_only: bool = False  # faults hit only writes of ledger entries (a blip exactly at a load's commit)
 
 
 @dataclass
@@ -157,7 +160,7 @@ class S3FaultProxy:
             self.stats.requests += 1
             if is_ledger_write:
                 self.stats.ledger_writes += 1
-            if now >= p.until:
+            if now >= p.until or (p.ledger_only and not is_ledger_write):
                 return "pass"
             if p.outage_from <= now < p.outage_until:
                 what = "outage"
@@ -187,7 +190,8 @@ class S3FaultProxy:
             method, target = request_line.split(" ")[:2]
             headers = [tuple(h.split(":", 1)) for h in header_lines if ":" in h]
             names = {k.strip().lower(): v.strip() for k, v in headers}
-            is_ledger_write = method in ("PUT", "POST") and "_rocketmq_ledger" in target
+            # a ledger entry (<seq>.json), not the output's probe object next to them
+            is_ledger_write = method in ("PUT", "POST") and _LEDGER_ENTRY.search(target) is not None
             what = self._decide(is_ledger_write)
             if what == "reset_before":
                 _reset(client)

@@ -154,14 +154,17 @@ def draw(seed: int, caps: Capabilities, *, cycles: int = 3, outputs: Sequence[st
         handoff = rng.choice(HANDOFFS)
         faults: list[Fault] = []
         wanted = 0 if not allowed else (1 if rng.random() < 0.6 else 2)
-        # an offset reset needs offsets to rewind: the first cycle has committed nothing yet
-        pool = [k for k in allowed if not (k == TOPIC_EXPAND and expanded) and not (k == OFFSET_RESET and index == 0)]
+        pool = [k for k in allowed if not (k == TOPIC_EXPAND and expanded)]
         for _ in range(wanted):
             if not pool:
                 break
             kind = rng.choice(pool)
             pool.remove(kind)  # at most one fault of a kind per cycle
-            faults.append(_draw_fault(rng, kind))
+            fault = _draw_fault(rng, kind)
+            if kind == OFFSET_RESET and index == 0:
+                # nothing to rewind before the first commit: the first cycle's reset follows its commit
+                fault = Fault(kind, "commit", "start", rng.uniform(2.0, 6.0), fault.params)
+            faults.append(fault)
             expanded = expanded or kind == TOPIC_EXPAND
         out.append(Cycle(index, handoff, tuple(faults)))
     return Schedule(seed, output, staging, warehouse, orderly, run_rate, keys, retries, abandon_after, tuple(out))
@@ -191,6 +194,12 @@ def _draw_fault(rng: random.Random, kind: str) -> Fault:
                "reset_after": round(u(0.0, 0.3), 2), "slow": round(u(0.0, 0.3), 2),
                "slow_s": round(u(0.5, 4.0), 2)}
         params: dict[str, Any] = {"duration_s": u(5.0, 40.0), "mix": mix}
+        if rng.random() < 0.3:  # a blip exactly at a load's commit: the answers of ledger-entry writes lost
+            params["ledger_only"] = True
+            # every answer lost while it lasts: the client's own retries (about 10) cannot get through
+            params["mix"] = {"slowdown": 0.0, "reset_before": 0.0, "reset_after": 1.0, "slow": 0.0, "slow_s": 1.0}
+            # until the load step ends (its commit comes last, after a run time no schedule can know)
+            return Fault(kind, "load", "start", u(0.0, 3.0), {**params, "duration_s": 0.0, "until": "load-end"})
         if rng.random() < 0.4:  # a burst in which every answer is lost (the request may have been applied)
             params["outage_after_s"] = u(0.0, 15.0)
             params["outage_s"] = u(1.0, 8.0)
