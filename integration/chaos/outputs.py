@@ -96,6 +96,12 @@ class IcebergOutput(Output):
         self.properties = props
         self.conf = workdir / "catalog.json"
         self.conf.write_text(json.dumps(props))
+        # a SQL catalog creates its own tables on first use, and two processes doing that at once on a
+        # fresh database race (pyiceberg's SqlCatalog; the loser cannot load the catalog): like any
+        # catalog in use, this one exists before the first load (the table does not: the loads create it)
+        from pyiceberg.catalog import load_catalog
+
+        load_catalog("chaos", **{**props, **({"s3.endpoint": store.direct} if store is not None else {})})
 
     def load_args(self) -> list[str]:
         return ["--catalog-conf", str(self.conf)]
