@@ -4,8 +4,8 @@ A window takes the queues of the brokers that answer and leaves the queues of a 
 reach (connections refused, reset or timing out: a broker down, a network cut) to the next window:
 they are not in its manifest, so nothing of them is staged, read or committed, and the group's
 offsets there stay where they are. Only when no broker of the topic answers does the window fail.
-Each unreachable broker costs the client's request timeout times its attempts (about 9 s with the
-defaults: 3 s, 3 attempts) before it is left out, so a window never hangs on one.
+Each unreachable broker costs one request's timeouts, the client's request timeout times its attempts
+(about 10 s with the defaults: 3 s, 3 attempts), before it is left out, so a window never hangs on one.
 """
 
 from __future__ import annotations
@@ -35,29 +35,42 @@ class QueueAdmin(MarksAdmin, Protocol):
 
 def reachable_high_water_marks(admin: MarksAdmin, topic: str) -> tuple[dict[MessageQueue, int], dict[str, str]]:
     """The high-water marks of every queue on a broker that answers, and ``{broker: error}`` for the
-    brokers that do not (empty when all answer). Raises the error when no broker answers."""
-    try:
-        return admin.high_water_marks(topic), {}
-    except UNREACHABLE as exc:
-        first: Exception = exc
+    brokers that do not (empty when all answer). Raises the error when no broker answers.
+
+    Each broker is asked for one queue's mark first, one broker after the other, so a silent broker
+    costs one call's timeouts (not one per queue: connections to one address are opened one at a
+    time); then every queue of the brokers that answered."""
     if not hasattr(admin, "topic_queues") or not hasattr(admin, "max_offset"):
-        raise first
+        return admin.high_water_marks(topic), {}
     qa: QueueAdmin = admin  # type: ignore[assignment]  # checked just above
     by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
     for mq in qa.topic_queues(topic):
         by_broker[mq.broker_name].append(mq)
-    marks: dict[MessageQueue, int] = {}
     unreachable: dict[str, str] = {}
+    error: Exception | None = None
     for broker, queues in sorted(by_broker.items()):
+        try:
+            qa.max_offset(queues[0])
+        except UNREACHABLE as exc:
+            unreachable[broker], error = str(exc), exc
+    if not unreachable:
+        try:
+            return qa.high_water_marks(topic), {}  # every queue in one concurrent round
+        except UNREACHABLE:
+            pass  # a broker went silent since its probe: ask queue by queue
+    marks: dict[MessageQueue, int] = {}
+    for broker, queues in sorted(by_broker.items()):
+        if broker in unreachable:
+            continue
         try:
             for mq in queues:
                 marks[mq] = qa.max_offset(mq)
         except UNREACHABLE as exc:
-            unreachable[broker] = str(exc)
+            unreachable[broker], error = str(exc), exc
             for mq in queues:
                 marks.pop(mq, None)
-    if not marks:
-        raise first
+    if not marks and error is not None:
+        raise error  # no broker answers
     if unreachable:
         log.warning("window of %s: broker(s) %s unreachable (%s): their queues are left to the next window "
                     "(not staged, not committed)", topic, ", ".join(sorted(unreachable)),
