@@ -56,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"against ROCKETMQ_NAMESRV, {FULL_RUNS} runs by default, outputs rotated, results appended")
     p.add_argument("--results", default=None, help="append one JSON line per run here (full mode: chaos-results.jsonl)")
     p.add_argument("--workdir", default=None, help="where runs keep their files (default: a temp directory)")
-    p.add_argument("--keep", action="store_true", help="keep the files of passing runs too")
+    p.add_argument("--keep", action="store_true", help="keep all files of passing runs (default: only their step logs)")
     p.add_argument("--show-schedule", action="store_true", help="print the schedules and exit")
     p.add_argument("--quiet", action="store_true", help="only the summary line per run")
     return p

@@ -484,22 +484,26 @@ class ChaosRun:
                              f"{self.topic} grown to {f.params['queues']} queues per broker: the route shows {total}",
                              data={"queues": total})
         if f.kind == OFFSET_RESET:
-            ts_ms = int((self.started_wall + f.params["back"] * (time.time() - self.started_wall)) * 1000)
-            before = committed_snapshot(self.cluster, self.group, self.topic)
-            out = reset_offsets_by_time(self.cluster, self.group, self.topic, ts_ms)
-            rewound = 0
-            deadline = time.monotonic() + 15  # online members reset (and persist) after settling
-            while True:
-                now_c = committed_snapshot(self.cluster, self.group, self.topic)
-                rewound = sum(max(0, before[q] - now_c.get(q, before[q])) for q in before if before[q] >= 0)
-                if rewound or time.monotonic() > deadline or str(out.get("via")).endswith("+update"):
-                    break
-                time.sleep(0.5)
-            return Injection(OFFSET_RESET, rewound > 0,
-                             f"offsets of {self.group} reset to {f.params['back']:.0%} of the run ({out.get('via')}): "
-                             f"{rewound} offsets rewound" + ("" if rewound else f" ({json.dumps(out)[:300]})"),
-                             data={"rewound": rewound, "reset": out})
+            with self.cluster.fault_lock:  # a reset needs every broker: it waits for a kill or cut to end
+                return self._reset(f)
         raise ValueError(f.kind)
+
+    def _reset(self, f: Fault) -> Injection:
+        ts_ms = int((self.started_wall + f.params["back"] * (time.time() - self.started_wall)) * 1000)
+        before = committed_snapshot(self.cluster, self.group, self.topic)
+        out = reset_offsets_by_time(self.cluster, self.group, self.topic, ts_ms)
+        rewound = 0
+        deadline = time.monotonic() + 15  # online members reset (and persist) after settling
+        while True:
+            now_c = committed_snapshot(self.cluster, self.group, self.topic)
+            rewound = sum(max(0, before[q] - now_c.get(q, before[q])) for q in before if before[q] >= 0)
+            if rewound or time.monotonic() > deadline or str(out.get("via")).endswith("+update"):
+                break
+            time.sleep(0.5)
+        return Injection(OFFSET_RESET, rewound > 0,
+                         f"offsets of {self.group} reset to {f.params['back']:.0%} of the run ({out.get('via')}): "
+                         f"{rewound} offsets rewound" + ("" if rewound else f" ({json.dumps(out)[:300]})"),
+                         data={"rewound": rewound, "reset": out})
 
 
 def _ran(step: Step) -> float:
@@ -522,4 +526,11 @@ def summary_line(record: dict[str, Any]) -> str:
 
 
 def cleanup(workdir: Path) -> None:
-    shutil.rmtree(workdir, ignore_errors=True)
+    """Remove a passing run's data (staged windows, output, stores), keeping its step logs."""
+    for entry in workdir.iterdir() if workdir.exists() else []:
+        if entry.name == "logs":
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)

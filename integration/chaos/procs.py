@@ -101,7 +101,7 @@ class Step:
             text = raw.decode(errors="replace").rstrip("\n")
             with self._cond:
                 self.lines.append((time.monotonic() - self.started, which, text))
-                if self._log:
+                if self._log and not self._log.closed:
                     self._log.write(f"[{which} {self.lines[-1][0]:7.2f}] {text}\n")
                     self._log.flush()
                 self._cond.notify_all()
@@ -146,10 +146,14 @@ class Step:
             return None
         for t in self._readers:
             t.join(5)
+        with self._cond:  # a reader still holding a pipe (a grandchild) must not write to a closed log
+            self._close_log(rc)
+        return rc
+
+    def _close_log(self, rc: int) -> None:
         if self._log and not self._log.closed:
             self._log.write(f"$ exit {rc} after {time.monotonic() - self.started:.2f} s\n")
             self._log.close()
-        return rc
 
     @property
     def returncode(self) -> int | None:

@@ -70,9 +70,9 @@ def table(records: list[dict[str, Any]]) -> str:
                 c["failed"] += not r.get("ok")
     outs = [o for o in OUTPUT_KINDS if o in totals] + sorted(o for o in totals if o not in OUTPUT_KINDS)
     head = "| fault kind | " + " | ".join(outs) + " | all kinds |"
-    lines = [head, "|" + "---|" * (len(outs) + 2),
-             "| *(each cell: runs with the fault injected / injections (not injected) / lost / duplicates / "
-             "worst convergence s)* |" + " |" * (len(outs) + 1)]
+    legend = ("Each cell: runs with the fault injected / injections (not injected) / lost / duplicates / worst "
+              "convergence s.")
+    lines = [legend, "", head, "|" + "---|" * (len(outs) + 2)]
     kinds = [k for k in FAULT_KINDS if any((k, o) in cell for o in outs)]
     for kind in kinds:
         row = [kind]
