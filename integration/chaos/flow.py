@@ -65,6 +65,7 @@ DRIVER = "load_window.py"  # the Spark driver's Python process: a load fault mus
 IDLE_TIMEOUT = 45.0  # the window's --idle-timeout: a queue it cannot read stops it after this long
 TIMEOUTS = {"lag": 90.0, "window": 300.0, "load": 900.0, "commit": 180.0}
 CONVERGE_CYCLES = 8
+SETTLE_S = 5.0  # lag 0 must hold this long before the check
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class ChaosRun:
         self.steps: list[Step] = []  # every process started, stopped at the end if still running
         self.windows = 0
         self.started_wall = time.time()
+        self.last_window_wall = 0.0  # when the last window step started (its high-water marks)
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -139,18 +141,21 @@ class ChaosRun:
             producer.stop()
             record["producer"] = producer.counts
             t_conv = time.monotonic()
-            converged = False
-            for _ in range(CONVERGE_CYCLES):
-                if self._lag_zero():
-                    converged = True
+            snapshot = None
+            for _ in range(CONVERGE_CYCLES + 1):
+                snapshot = self._caught_up()
+                if snapshot is not None:
+                    break
+                if len(self.cycles) >= len(self.s.cycles) + CONVERGE_CYCLES:
                     break
                 self._cycle(self.rng.choice(HANDOFFS), ())
-            converged = converged or self._lag_zero()
             record["converge_s"] = round(time.monotonic() - t_conv, 1)
-            if not converged:
+            if snapshot is None:
                 self.problems.append(f"no convergence after {CONVERGE_CYCLES} cycles without faults")
-            hw = high_water(self.cluster, self.topic)
-            committed = committed_snapshot(self.cluster, self.group, self.topic)
+                hw = high_water(self.cluster, self.topic)
+                committed = committed_snapshot(self.cluster, self.group, self.topic)
+            else:
+                hw, committed = snapshot
             rows = self.output.read_rows()
             verdict = check(self.topic, [a.to_json() for a in producer.attempts], hw, committed, rows,
                             orderly=self.s.orderly)
@@ -184,13 +189,22 @@ class ChaosRun:
         with open(self.workdir / "attempts.jsonl", "w") as fh:
             fh.writelines(json.dumps(a.to_json()) + "\n" for a in list(producer.attempts))
 
-    def _lag_zero(self) -> bool:
+    def _caught_up(self) -> tuple[dict[Any, int], dict[Any, int]] | None:
+        """(high-water marks, committed offsets) once the group's lag is 0 and stays 0 for SETTLE_S (a
+        send that timed out during a fault may still land: the checker judges a settled topic), else None."""
         try:
+            first = high_water(self.cluster, self.topic)
+            committed = committed_snapshot(self.cluster, self.group, self.topic)
+            if any(committed.get(q, -1) != off for q, off in first.items()):
+                return None
+            time.sleep(SETTLE_S)
             hw = high_water(self.cluster, self.topic)
             committed = committed_snapshot(self.cluster, self.group, self.topic)
         except Exception:  # noqa: BLE001 - the cluster is still coming back: not converged yet
-            return False
-        return all(committed.get(q, -1) == off for q, off in hw.items())
+            return None
+        if hw != first or any(committed.get(q, -1) != off for q, off in hw.items()):
+            return None
+        return hw, committed
 
     # -- one cycle --------------------------------------------------------------------------------------
     def _cycle(self, handoff: str, faults: tuple[Fault, ...]) -> None:
@@ -288,6 +302,7 @@ class ChaosRun:
             assert self.store is not None
             argv += ["--storage-options", self.store.options_json()]
         for attempt in range(1 + self.s.retries):
+            self.last_window_wall = time.time()
             step = self._step(f"{wid}-window-{attempt}", argv, self._env())
             threads = []
             if attempt == 0:
@@ -489,7 +504,10 @@ class ChaosRun:
         raise ValueError(f.kind)
 
     def _reset(self, f: Fault) -> Injection:
-        ts_ms = int((self.started_wall + f.params["back"] * (time.time() - self.started_wall)) * 1000)
+        # a point between the run's start and the last window's snapshot: what was committed since is rewound
+        # (a time after the committed offsets would move nothing: resets never go forward)
+        upto = self.last_window_wall or time.time()
+        ts_ms = int((self.started_wall + f.params["back"] * (upto - self.started_wall)) * 1000)
         before = committed_snapshot(self.cluster, self.group, self.topic)
         out = reset_offsets_by_time(self.cluster, self.group, self.topic, ts_ms)
         rewound = 0
@@ -501,7 +519,8 @@ class ChaosRun:
                 break
             time.sleep(0.5)
         return Injection(OFFSET_RESET, rewound > 0,
-                         f"offsets of {self.group} reset to {f.params['back']:.0%} of the run ({out.get('via')}): "
+                         f"offsets of {self.group} reset to {f.params['back']:.0%} of the time up to the last window "
+                         f"({out.get('via')}): "
                          f"{rewound} offsets rewound" + ("" if rewound else f" ({json.dumps(out)[:300]})"),
                          data={"rewound": rewound, "reset": out})
 
