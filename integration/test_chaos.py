@@ -22,7 +22,8 @@ from .chaos.flow import ChaosRun, SparkSetup
 from .chaos.regressions import QUICK, Seed
 from .chaos.schedule import draw
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# a hang guard above the harness's own step bounds: about 50 s per seed on a quiet machine, several times that loaded
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,7 @@ IDLE_TIMEOUT = 45.0  # the window's --idle-timeout: a queue it cannot read stops
 TIMEOUTS = {"lag": 90.0, "window": 300.0, "load": 900.0, "commit": 180.0}
 CONVERGE_CYCLES = 8
 SETTLE_S = 5.0  # lag 0 must hold this long before the check
+WARMUP_S = 5.0  # the producer's head start before the first cycle
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class ChaosRun:
         self.windows = 0
         self.started_wall = time.time()
         self.last_window_wall = 0.0  # when the last window step started (its high-water marks)
+        self.committed_window_wall = 0.0  # ... of the last window whose offsets were committed
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -134,6 +136,7 @@ class ChaosRun:
             producer = ChaosProducer(self.cluster.namesrv, self.topic, rate=self.s.rate, keys=self.s.keys,
                                      orderly=self.s.orderly).start()
             self.started_wall = time.time()
+            time.sleep(WARMUP_S)  # the first window has a backlog to take (and an offset reset something to rewind)
             for cycle in self.s.cycles:
                 self._cycle(cycle.handoff, cycle.faults)
             record["schedule_s"] = round(time.monotonic() - t0, 1)
@@ -241,7 +244,11 @@ class ChaosRun:
                 rec["result"] = "load failed"
                 return
             fire("commit")
-            rec["result"] = "committed" if self._commit(manifest, mine("commit"), rec) else "commit failed"
+            window_wall = self.last_window_wall
+            committed = self._commit(manifest, mine("commit"), rec)
+            rec["result"] = "committed" if committed else "commit failed"
+            if committed:
+                self.committed_window_wall = window_wall
         finally:
             load_done.set()
             fire("end")  # faults whose step this DAG run never reached strike now
@@ -504,9 +511,9 @@ class ChaosRun:
         raise ValueError(f.kind)
 
     def _reset(self, f: Fault) -> Injection:
-        # a point between the run's start and the last window's snapshot: what was committed since is rewound
-        # (a time after the committed offsets would move nothing: resets never go forward)
-        upto = self.last_window_wall or time.time()
+        # a point between the run's start and the snapshot of the last window that was committed: what was
+        # committed after it is rewound (a later time would move nothing: resets never go forward)
+        upto = self.committed_window_wall or self.last_window_wall or time.time()
         ts_ms = int((self.started_wall + f.params["back"] * (upto - self.started_wall)) * 1000)
         before = committed_snapshot(self.cluster, self.group, self.topic)
         out = reset_offsets_by_time(self.cluster, self.group, self.topic, ts_ms)
@@ -519,7 +526,7 @@ class ChaosRun:
                 break
             time.sleep(0.5)
         return Injection(OFFSET_RESET, rewound > 0,
-                         f"offsets of {self.group} reset to {f.params['back']:.0%} of the time up to the last window "
+                         f"offsets of {self.group} reset to {f.params['back']:.0%} of the time up to the last committed window "
                          f"({out.get('via')}): "
                          f"{rewound} offsets rewound" + ("" if rewound else f" ({json.dumps(out)[:300]})"),
                          data={"rewound": rewound, "reset": out})

@@ -207,7 +207,7 @@ def _draw_fault(rng: random.Random, kind: str) -> Fault:
     if kind == TOPIC_EXPAND:
         return Fault(kind, rng.choice(STEPS), "start", u(0.0, 2.0), {"queues": EXPANDED_QUEUES})
     if kind == OFFSET_RESET:
-        # back: the reset time, as a fraction of the time from the run's start to its last window (0: its start)
+        # back: the reset time, as a fraction of the time from the run's start to its last committed window
         return Fault(kind, rng.choice(STEPS), "start", u(0.0, 2.0), {"back": round(u(0.0, 0.9), 2)})
     if kind == NET_CUT:  # the window is short: a cut tied to it starts with it
         step = rng.choice(STEPS)
