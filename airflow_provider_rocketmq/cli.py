@@ -19,16 +19,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .client.errors import RocketMQError
+from .client.protocol.errors import RocketMQError
 
 log = logging.getLogger(__name__)
 
 COMMAND_MODULES = [
     "airflow_provider_rocketmq.commands.core",
-    "airflow_provider_rocketmq.embedded.cli",
-    "airflow_provider_rocketmq.client.consumer.cli",
-    "airflow_provider_rocketmq.window.cli",
-    "airflow_provider_rocketmq.spark.package",
+    "airflow_provider_rocketmq.commands.broker",
+    "airflow_provider_rocketmq.commands.consume",
+    "airflow_provider_rocketmq.commands.window",
+    "airflow_provider_rocketmq.commands.spark_package",
 ]
 EXIT_ERROR = 2
 

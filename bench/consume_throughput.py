@@ -32,10 +32,10 @@ from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.consumer.config import ConsumeStatus
 from airflow_provider_rocketmq.client.consumer.push import PushConsumer
 from airflow_provider_rocketmq.client.loop_thread import LoopThread
-from airflow_provider_rocketmq.client.message import decode_messages
 from airflow_provider_rocketmq.client.mqclient import MQClient
-from airflow_provider_rocketmq.client.remoting.codes import RequestCode
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.codes import RequestCode
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 from bench._broker import backlog, fill, start_broker
 
 

@@ -13,9 +13,9 @@ import argparse
 import asyncio
 import time
 
-from airflow_provider_rocketmq.client.message import Message, encode_batch
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import open_connection
+from airflow_provider_rocketmq.client.connection import open_connection
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.message import Message, encode_batch
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 

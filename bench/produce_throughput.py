@@ -41,8 +41,8 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # execute() o
 
 from airflow_provider_rocketmq.client.admin import Admin
 from airflow_provider_rocketmq.client.config import ClientConfig
-from airflow_provider_rocketmq.client.message import Message
 from airflow_provider_rocketmq.client.producer import Producer
+from airflow_provider_rocketmq.client.protocol.message import Message
 from bench._broker import start_broker
 
 BODY = b"x" * 100

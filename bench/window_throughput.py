@@ -185,8 +185,8 @@ def verdict(runs: list[dict[str, tuple[float, float, float]]]) -> list[str]:
 def _backlog(namesrv: str, topic: str, fill_to: int | None, queues: int, size: int) -> int:
     """Messages ``topic`` holds on ``namesrv``, after topping it up to ``fill_to`` (if given)."""
     from airflow_provider_rocketmq.client import Admin, ClientConfig
-    from airflow_provider_rocketmq.client.errors import RocketMQError
     from airflow_provider_rocketmq.client.loop_thread import LoopThread
+    from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
     from bench._broker import backlog, fill
 
     lt = LoopThread()

@@ -123,9 +123,9 @@ def _accepts(addr: str) -> bool:
 
 def master_addrs(namesrv: str) -> list[str]:
     """Addresses of the master brokers the name server lists (GET_BROKER_CLUSTER_INFO)."""
-    from airflow_provider_rocketmq.client.remoting.codes import RequestCode
-    from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-    from airflow_provider_rocketmq.client.remoting.connection import open_connection
+    from airflow_provider_rocketmq.client.connection import open_connection
+    from airflow_provider_rocketmq.client.protocol.codes import RequestCode
+    from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
     from airflow_provider_rocketmq.client.route import ClusterInfo
 
     async def ask() -> list[str]:
@@ -162,7 +162,7 @@ def embedded_faults(env: Mapping[str, str]) -> str:
     """The validated ``ROCKETMQ_EMBEDDED_FAULTS`` spec ("" when unset)."""
     spec = env.get("ROCKETMQ_EMBEDDED_FAULTS", "").strip()
     if spec:
-        from airflow_provider_rocketmq.client.errors import ConfigError
+        from airflow_provider_rocketmq.client.protocol.errors import ConfigError
         from airflow_provider_rocketmq.embedded import parse_offset_faults
 
         try:
@@ -359,7 +359,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
             value = predicate()
             if value:
                 return value
-        except Exception as exc:  # noqa: BLE001 - the broker may be restarting: keep polling until the deadline
+        except Exception as exc:
             last_error = exc
         if time.monotonic() > deadline:
             suffix = f" (last error: {last_error!r})" if last_error else ""

@@ -240,11 +240,11 @@ class RunningRocketMQ:
         for c in (self.broker, self.namesrv):
             try:
                 c.stop()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 log.warning("could not remove the %s container: %s", c.image, exc)
         try:
             self.network.remove()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.warning("could not remove the test network: %s", exc)
 
 

@@ -10,30 +10,30 @@ import importlib
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
-    "RocketMQError": ".errors",
-    "BrokerError": ".errors",
-    "ConfigError": ".errors",
-    "AclDeniedError": ".errors",
-    "Message": ".message",
-    "MessageExt": ".message",
-    "MessageQueue": ".queue",
+    "RocketMQError": ".protocol.errors",
+    "BrokerError": ".protocol.errors",
+    "ConfigError": ".protocol.errors",
+    "AclDeniedError": ".protocol.errors",
+    "Message": ".protocol.message",
+    "MessageExt": ".protocol.message",
+    "MessageQueue": ".protocol.queue",
     "ClientConfig": ".config",
     "Producer": ".producer",
     "AsyncProducer": ".producer",
     "SendResult": ".producer",
-    "SendOutcome": ".pipeline",
-    "SendAbortedError": ".pipeline",
-    "PipelineOptions": ".pipeline",
+    "SendOutcome": ".producer.pipeline",
+    "SendAbortedError": ".producer.pipeline",
+    "PipelineOptions": ".producer.pipeline",
     "Admin": ".admin",
     "AsyncAdmin": ".admin",
     "LagSnapshot": ".admin",
     "PushConsumer": ".consumer.push",
     "AsyncPushConsumer": ".consumer.push",
     "OffsetPersistReport": ".consumer.offset_store",
-    "PulledBatch": ".batch",
-    "PullFilter": ".batch",
-    "MessageBatch": ".batch",
-    "decode_message_batch": ".batch",
+    "PulledBatch": ".protocol.batch",
+    "PullFilter": ".protocol.batch",
+    "MessageBatch": ".protocol.batch",
+    "decode_message_batch": ".protocol.batch",
     "ConsumerConfig": ".consumer.config",
     "ConsumeStatus": ".consumer.config",
     "OrderlyStatus": ".consumer.config",
@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "AllocateMessageQueueConsistentHash": ".consumer.allocate",
 }
 
-__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - derived from the lazy export table above
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

@@ -14,15 +14,22 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, TypeVar
 
-from .admin_bodies import ConsumerConnection, ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
-from .config import DEFAULT_TOPIC, ClientConfig, check_topic, retry_topic
-from .errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
+from .config import ClientConfig
 from .lag import LagSnapshot, from_consume_stats, from_offsets
 from .loop_thread import SyncFacade
 from .mqclient import ClientFacade, retry_idempotent
-from .queue import MessageQueue
-from .remoting.codes import RequestCode, ResponseCode
-from .remoting.command import RemotingCommand
+from .protocol.admin_bodies import (
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    TopicOffset,
+    TopicStatsTable,
+)
+from .protocol.codes import RequestCode, ResponseCode
+from .protocol.command import RemotingCommand
+from .protocol.errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
+from .protocol.names import DEFAULT_TOPIC, check_topic, retry_topic
+from .protocol.queue import MessageQueue
 from .route import PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
@@ -274,7 +281,7 @@ class Admin(SyncFacade[AsyncAdmin]):
     def lag(self, group: str, topic: str | None = None) -> LagSnapshot:
         return self._run(self._impl.lag(group, topic))
 
-    def __enter__(self) -> Admin:  # noqa: PYI034 - Self needs Python 3.11
+    def __enter__(self) -> Admin:
         return self
 
     def __exit__(self, *exc: object) -> None:

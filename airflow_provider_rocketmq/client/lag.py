@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .admin_bodies import ConsumeStats
-from .queue import MessageQueue
+from .protocol.admin_bodies import ConsumeStats
+from .protocol.queue import MessageQueue
 
 SOURCE_CONSUME_STATS = "consume_stats"
 SOURCE_OFFSETS = "offsets"

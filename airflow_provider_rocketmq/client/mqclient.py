@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from .config import ClientConfig
-from .errors import (
+from .connection import ConnectionPool, Handler
+from .protocol import fastjson
+from .protocol.acl import AclHook
+from .protocol.codes import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
+from .protocol.command import RemotingCommand
+from .protocol.errors import (
     BrokerError,
     ClientStateError,
     ProtocolError,
@@ -26,12 +31,7 @@ from .errors import (
     RouteNotFoundError,
     broker_error,
 )
-from .queue import MessageQueue
-from .remoting import fastjson
-from .remoting.acl import AclHook
-from .remoting.codes import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
-from .remoting.command import RemotingCommand
-from .remoting.connection import ConnectionPool, Handler
+from .protocol.queue import MessageQueue
 from .route import MASTER_ID, ClusterInfo, NameServerClient, TopicRouteData
 
 log = logging.getLogger(__name__)
@@ -353,7 +353,7 @@ class ClientFacade:
         self.client = mqclient if mqclient is not None else MQClient(config)
         self.config = self.client.config
 
-    async def start(self: F) -> F:  # noqa: PYI019 - typing.Self needs Python 3.11
+    async def start(self: F) -> F:
         await self.client.start()
         return self
 
@@ -362,7 +362,7 @@ class ClientFacade:
         if self._own_client:
             await self.client.close()
 
-    async def __aenter__(self: F) -> F:  # noqa: PYI019 - typing.Self needs Python 3.11
+    async def __aenter__(self: F) -> F:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

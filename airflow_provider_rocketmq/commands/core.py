@@ -17,11 +17,11 @@ from typing import Any
 
 from ..client.admin import Admin
 from ..client.config import ClientConfig, env_client_options
-from ..client.errors import ConfigError, RocketMQError
 from ..client.lag import format_table
-from ..client.message import Message
-from ..client.pipeline import MAX_BATCH, MAX_IN_FLIGHT
 from ..client.producer import Producer, SendAbortedError, SendResult
+from ..client.producer.pipeline import MAX_BATCH, MAX_IN_FLIGHT
+from ..client.protocol.errors import ConfigError, RocketMQError
+from ..client.protocol.message import Message
 
 
 def client_config(args: argparse.Namespace) -> ClientConfig:

@@ -40,13 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..client.config import RETRY_PREFIX
-from ..client.errors import ConfigError, ProtocolError
-from ..client.message import java_string_hash
-from ..client.remoting import fastjson
-from ..client.remoting.acl import ACCESS_KEY, SIGNATURE, sign
-from ..client.remoting.codes import RequestCode
-from ..client.remoting.command import RemotingCommand
+from ..client.protocol import fastjson
+from ..client.protocol.acl import ACCESS_KEY, SIGNATURE, sign
+from ..client.protocol.codes import RequestCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import ConfigError, ProtocolError
+from ..client.protocol.message import java_string_hash
+from ..client.protocol.names import RETRY_PREFIX
 from .headers import HeaderError, opt_int, req_str
 
 # Permission bits (acl/common/Permission.java)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..client.errors import RequestTimeoutError, RocketMQError
-from ..client.message import parse_offset_msg_id
-from ..client.queue import MessageQueue
-from ..client.remoting import fastjson
-from ..client.remoting.codes import RequestCode, ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol import fastjson
+from ..client.protocol.codes import RequestCode, ResponseCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import RequestTimeoutError, RocketMQError
+from ..client.protocol.message import parse_offset_msg_id
+from ..client.protocol.queue import MessageQueue
 from .headers import opt_int, opt_str, req_int, req_str
 from .store import PERM_RW, MessageStore
 from .topic_rules import validate_topic

@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import struct
 import time
 
-from airflow_provider_rocketmq.client.message import PROPERTY_UNIQ_KEY, encode_stored_message, new_uniq_id
+from airflow_provider_rocketmq.client.protocol.message import (
+    PROPERTY_UNIQ_KEY,
+    encode_stored_message,
+    new_uniq_id,
+)
 from airflow_provider_rocketmq.embedded.broker import BrokerSettings, EmbeddedBroker
 from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
 
@@ -80,10 +85,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     ap.add_argument("--queues", type=int, default=8)
     args = ap.parse_args()
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args.topic, args.messages, args.size, args.queues))
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

@@ -15,14 +15,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..client.config import DEFAULT_TOPIC
-from ..client.errors import ConfigError
-from ..client.message import MessageExt, decode_messages, make_offset_msg_id
-from ..client.queue import MessageQueue
-from ..client.remoting import fastjson
-from ..client.remoting.codes import RequestCode, ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol import fastjson
+from ..client.protocol.codes import RequestCode, ResponseCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import ConfigError
+from ..client.protocol.message import MessageExt, decode_messages, make_offset_msg_id
+from ..client.protocol.names import DEFAULT_TOPIC
+from ..client.protocol.queue import MessageQueue
 from ..client.route import PERM_INHERIT
 from .acl import AclConfig, AclValidator
 from .admin_handlers import AdminHandlers

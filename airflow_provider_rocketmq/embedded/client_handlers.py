@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..client.config import retry_topic
-from ..client.errors import ProtocolError
-from ..client.queue import MessageQueue
-from ..client.remoting import fastjson
-from ..client.remoting.codes import ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol import fastjson
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import ProtocolError
+from ..client.protocol.names import retry_topic
+from ..client.protocol.queue import MessageQueue
 from .consumer_manager import ClientChannel
 from .filter import SubscriptionData, SubscriptionParseError
 from .headers import opt_str, req_int, req_str

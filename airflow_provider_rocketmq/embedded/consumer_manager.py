@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..client.queue import MessageQueue
-from ..client.remoting.connection import RemotingProtocol
+from ..client.connection import RemotingProtocol
+from ..client.protocol.queue import MessageQueue
 from .filter import SubscriptionData
 
 

@@ -17,10 +17,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..client.remoting import fastjson
-from ..client.remoting.codes import ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol import fastjson
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.command import RemotingCommand
 from .headers import FAQ_SUFFIX, opt_bool, opt_str
 from .net import answer_header_errors, close_server
 

@@ -15,16 +15,17 @@ once more without suspending (PullRequestHoldService + notifyMessageArriving).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
-from ..client.remoting.codes import (
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol.codes import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
     ResponseCode,
 )
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.protocol.command import RemotingCommand
 from ..client.route import PERM_READ
 from .filter import SubscriptionData, SubscriptionParseError
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str
@@ -185,10 +186,8 @@ class PullService:
         try:
             await asyncio.wait((fut,), timeout=timeout)
         finally:
-            try:
+            with contextlib.suppress(ValueError):
                 waiters.remove(entry)
-            except ValueError:
-                pass
             if not waiters and self.hold.get((topic, queue_id)) is waiters:
                 del self.hold[(topic, queue_id)]
             if not fut.done():

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..client.message import (
+from ..client.protocol.message import (
     PROPERTY_REAL_QID,
     PROPERTY_REAL_TOPIC,
     decode_messages,

@@ -16,9 +16,11 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from ..client.config import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
-from ..client.errors import MessageDecodeError
-from ..client.message import (
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import MessageDecodeError
+from ..client.protocol.message import (
     MAX_PROPERTIES_LEN,
     PROPERTY_CLUSTER,
     PROPERTY_DELAY,
@@ -32,9 +34,7 @@ from ..client.message import (
     properties_to_string,
     string_to_properties,
 )
-from ..client.remoting.codes import ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.protocol.names import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 from ..client.route import PERM_INHERIT, PERM_WRITE
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str, send_header
 from .schedule import MAX_DELAY_LEVEL, SCHEDULE_TOPIC

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..client.errors import ConfigError, MessageDecodeError
-from ..client.message import (
+from ..client.protocol.errors import ConfigError, MessageDecodeError
+from ..client.protocol.message import (
     PROPERTY_TAGS,
     MessageExt,
     decode_messages,

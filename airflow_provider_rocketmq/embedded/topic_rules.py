@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..client.config import MAX_TOPIC_LEN, TOPIC_RE
+from ..client.protocol.names import MAX_TOPIC_LEN, TOPIC_RE
 from .schedule import SCHEDULE_TOPIC
 
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"})

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_rocketmq.client.config import parse_namesrv
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 
 DEFAULT_NAMESRV_PORT = 9876
 

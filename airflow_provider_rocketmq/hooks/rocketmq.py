@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseHook, default_conn_id
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 from airflow_provider_rocketmq.hooks.connection_config import (
     client_config_kwargs,
     config_field_names,
@@ -191,7 +191,7 @@ class RocketMQHook(BaseHook):
                 brokers = loop.run(probe(), timeout=config.request_timeout * 4 + 5)
             finally:
                 loop.stop()
-        except Exception as exc:  # noqa: BLE001 - reported to the UI/CLI, never raised
+        except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
         if not brokers:
             return False, f"name server(s) {config.namesrv_addr} answered but know no broker"

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
-from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
-from airflow_provider_rocketmq.client.message import Message
-from airflow_provider_rocketmq.client.pipeline import PipelineOptions
 from airflow_provider_rocketmq.client.producer import SendAbortedError, SendOutcome
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.producer.pipeline import PipelineOptions
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError, RocketMQError
+from airflow_provider_rocketmq.client.protocol.message import Message
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 DEFAULT_PRODUCER_GROUP = "AIRFLOW_PRODUCER"

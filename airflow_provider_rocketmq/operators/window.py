@@ -17,7 +17,7 @@ from airflow_provider_rocketmq.client.consumer.config import (
     ConsumerConfig,
     parse_consume_timestamp,
 )
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 from airflow_provider_rocketmq.hooks.connection_config import config_field_names
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.operators.window_lineage import WindowLineageMixin

@@ -27,9 +27,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from airflow_provider_rocketmq.client.columnar import ColumnBatch
 from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

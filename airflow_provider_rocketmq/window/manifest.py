@@ -12,6 +12,7 @@ writing Parquet and the row-count check need it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,13 +24,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_rocketmq.client.errors import RocketMQError
+from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
 from airflow_provider_rocketmq.window.staging import StagingLocation, fsync_dir, is_url
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_provider_rocketmq.client.message import MessageExt
+    from airflow_provider_rocketmq.client.protocol.message import MessageExt
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -192,10 +193,8 @@ def _atomic_write(target: Path, write: Any) -> None:
             os.close(fd)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(target.parent)
 
@@ -393,13 +392,13 @@ STAGED_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags
 
 
 def staged_schema() -> pa.Schema:
-    """The staged Parquet schema: `MESSAGE_SCHEMA` (client/columnar.py) + ``window_id``;
+    """The staged Parquet schema: `MESSAGE_SCHEMA` (client/protocol/columnar.py) + ``window_id``;
     `STAGED_SCHEMA` is the same object."""
     global _SCHEMA
     if _SCHEMA is None:
         import pyarrow as pa
 
-        from airflow_provider_rocketmq.client.columnar import message_schema
+        from airflow_provider_rocketmq.client.protocol.columnar import message_schema
 
         _SCHEMA = message_schema().append(pa.field("window_id", pa.string(), nullable=False))
     return _SCHEMA

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from airflow_provider_rocketmq.client.columnar import ColumnBatch, decode_columns
-from airflow_provider_rocketmq.client.config import RETRY_PREFIX
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumeStatus
-from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, decode_columns
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError, RocketMQError
+from airflow_provider_rocketmq.client.protocol.names import RETRY_PREFIX
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.window.collector import (
     QueueKey,
     QueueSlice,
@@ -301,7 +301,7 @@ async def _in_thread(fn: Callable[[ColumnBatch], None], batch: ColumnBatch) -> N
     def run() -> None:
         try:
             fn(batch)
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting listener
+        except BaseException as exc:
             loop.call_soon_threadsafe(_settle_future, fut, exc)
         else:
             loop.call_soon_threadsafe(_settle_future, fut, None)
@@ -344,7 +344,7 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
                     await _in_thread(collector.offer, batch)
         except asyncio.CancelledError:
             raise  # the consumer is shutting down: this batch is not staged, so not in the window either
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the runner thread
+        except BaseException as exc:
             collector.fail(exc)
         return ConsumeStatus.CONSUME_SUCCESS
 
@@ -428,7 +428,7 @@ def _shutdown_bounded(consumer: Any, timeout: float) -> None:
     def run() -> None:
         try:
             consumer.shutdown()
-        except BaseException as exc:  # noqa: BLE001 - reported below, from the caller thread
+        except BaseException as exc:
             error.append(exc)
 
     worker = threading.Thread(target=run, name="rocketmq-window-shutdown", daemon=True)

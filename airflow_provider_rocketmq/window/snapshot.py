@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
-from airflow_provider_rocketmq.client.errors import ConfigError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.window.collector import parse_tag_expression
 from airflow_provider_rocketmq.window.manifest import (
     HANDOFF_OFFSETS,

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_rocketmq.client.columnar import ColumnBatch, string_column, to_record_batch
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, string_column, to_record_batch
 from airflow_provider_rocketmq.window.manifest import FileEntry, staged_schema
 from airflow_provider_rocketmq.window.staging import StagedFile, StagingLocation
 
@@ -177,7 +177,7 @@ class StagingWriter:
                             continue
                     self._finish_file()
                     break
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by put()/close()
+        except BaseException as exc:
             log.error("window staging failed: %s", exc)
             with self._cond:
                 self.error = exc
@@ -191,7 +191,7 @@ class StagingWriter:
                 if parquet is not None:  # closed into the file about to be discarded: its finaliser
                     try:                 # would otherwise write to the closed file
                         parquet.close()
-                    except Exception as exc:  # noqa: BLE001 - the file is discarded either way
+                    except Exception as exc:
                         log.debug("closing the discarded part file's writer: %s", exc)
                 self._file.abort()
                 self._file = None

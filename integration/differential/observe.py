@@ -15,10 +15,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_rocketmq.client.errors import RocketMQError
-from airflow_provider_rocketmq.client.message import decode_messages
-from airflow_provider_rocketmq.client.remoting import fastjson
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 
 MESSAGE_BODY_CODES = frozenset({11, 33})  # PULL_MESSAGE, VIEW_MESSAGE_BY_ID answer stored records
 VARIES = "{varies}"
@@ -135,7 +135,7 @@ def observe(request_code: int, resp: RemotingCommand | None, norm: Normalizer, *
     else:
         try:
             parsed = fastjson.loads(body)
-        except Exception:  # noqa: BLE001 - any non-JSON body is compared by size only
+        except Exception:
             out["body.bytes"] = len(body)
         else:
             out["body.json"] = "standard" if _standard(body) else "fastjson"

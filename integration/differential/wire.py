@@ -4,14 +4,15 @@ broker-initiated request kept, optionally signed with an ACL account."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from airflow_provider_rocketmq.client.errors import ConnectionClosedError, RequestTimeoutError
-from airflow_provider_rocketmq.client.remoting.acl import AclHook
-from airflow_provider_rocketmq.client.remoting.codes import CLIENT_VERSION
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol.acl import AclHook
+from airflow_provider_rocketmq.client.protocol.codes import CLIENT_VERSION
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.errors import ConnectionClosedError, RequestTimeoutError
 
 # What a connection does with a broker-initiated request: an answer, or None (none sent).
 Responder = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -82,10 +83,8 @@ class Conn:
             while sum(1 for c in self.inbound if c.code == code) < count:
                 self._arrived.clear()
                 await self._arrived.wait()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(until(), timeout)
-        except asyncio.TimeoutError:
-            pass
         return [c for c in self.inbound if c.code == code]
 
     async def close(self) -> None:

@@ -68,7 +68,7 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
         last: Exception | None = None
         try:
             value = predicate()
-        except Exception as exc:  # noqa: BLE001 - e.g. a topic without a route yet: not there yet
+        except Exception as exc:
             value, last = None, exc
         if value:
             return value

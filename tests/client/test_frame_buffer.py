@@ -6,17 +6,17 @@ import asyncio
 import struct
 
 import pytest
-import recorded_vectors as vectors
 
-from airflow_provider_rocketmq.client.errors import FrameTooLargeError, ProtocolError
-from airflow_provider_rocketmq.client.remoting.command import (
+from airflow_provider_rocketmq.client.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol.command import (
     MAX_FRAME,
     READ_BUFFER,
     FrameBuffer,
     RemotingCommand,
     decode_frame,
 )
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol.errors import FrameTooLargeError, ProtocolError
+from tests import recorded_vectors as vectors
 
 FRAMES = [bytes.fromhex(r["frame_hex"]) for r in vectors.all_records()]
 

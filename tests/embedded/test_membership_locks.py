@@ -7,11 +7,11 @@ import json
 import time
 from collections.abc import Callable
 
-from airflow_provider_rocketmq.client.message import decode_messages, parse_offset_msg_id
-from airflow_provider_rocketmq.client.queue import MessageQueue
-from airflow_provider_rocketmq.client.remoting import fastjson
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.message import decode_messages, parse_offset_msg_id
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, heartbeat_body, send_ext

@@ -22,17 +22,17 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
-import recorded_vectors as vectors
 
-from airflow_provider_rocketmq.client.message import (
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand, decode_frame
+from airflow_provider_rocketmq.client.protocol.message import (
     decode_messages,
     parse_offset_msg_id,
     properties_to_string,
 )
-from airflow_provider_rocketmq.client.remoting import fastjson
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker
+from tests import recorded_vectors as vectors
 
 from .rawclient import RawClient
 

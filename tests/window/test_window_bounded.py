@@ -108,7 +108,7 @@ def test_the_consumer_never_pulls_past_the_high_water_marks(embedded_cluster: An
         def spy(topic: str, queue_id: int, offset: int, max_nums: int, sub: Any) -> Any:
             result = get_messages(topic, queue_id, offset, max_nums, sub)
             if topic == "wt_hwm" and result[4]:
-                from airflow_provider_rocketmq.client.message import decode_messages
+                from airflow_provider_rocketmq.client.protocol.message import decode_messages
 
                 served.setdefault(queue_id, []).extend(m.queue_offset for m in decode_messages(result[4]))
             return result

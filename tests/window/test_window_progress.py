@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from window_batches import batch
-
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer, PushConsumer
 from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
@@ -25,6 +23,7 @@ from airflow_provider_rocketmq.window.runner import (
     register_window_listener,
     run_window,
 )
+from tests.window_batches import batch
 
 Q0: QueueKey = ("b", 0)
 Q1: QueueKey = ("b", 1)

@@ -17,8 +17,8 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from ..message import MessageExt
-from ..queue import MessageQueue
+from ..protocol.message import MessageExt
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig, ConsumeStatus
 from .consume_pool import RESULT_POLL_MAX, RESULT_POLL_MIN, ConsumePool, KickScheduler, wait_exited
 from .lifecycle import Background, Lifecycle, wait_set

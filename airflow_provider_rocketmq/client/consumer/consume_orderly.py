@@ -16,9 +16,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from ..config import RETRY_PREFIX
-from ..message import PROPERTY_RETRY_TOPIC, MessageExt
-from ..queue import MessageQueue
+from ..protocol.message import PROPERTY_RETRY_TOPIC, MessageExt
+from ..protocol.names import RETRY_PREFIX
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
 from .consume_pool import DaemonExecutor, wait_exited
 from .lifecycle import Background, Lifecycle

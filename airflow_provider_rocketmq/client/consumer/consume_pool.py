@@ -215,7 +215,7 @@ class DaemonExecutor(concurrent.futures.Executor):
                 continue
             try:
                 fut.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - the caller's future carries it, like ThreadPoolExecutor
+            except BaseException as exc:
                 fut.set_exception(exc)
 
     def shutdown(self, wait: bool = False, *, cancel_futures: bool = True) -> None:

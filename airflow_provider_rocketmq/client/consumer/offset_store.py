@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import AclDeniedError, ProtocolError, RocketMQError
-from ..queue import MessageQueue
-from ..remoting import fastjson
+from ..protocol import fastjson
+from ..protocol.errors import AclDeniedError, ProtocolError, RocketMQError
+from ..protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 No service holds the core or a sibling: each gets, at construction, exactly the
 views and hooks below. Imports point one way only - `core` imports the
 services, the services import this module, `process_queue` and leaf modules -
-so `client/consumer` has no import cycle (tests/consumer/test_structure.py).
+so `client/consumer` has no import cycle (tests/test_structure.py).
 
     pull        -> Dispatch (hand batches to consumption, settle finished ones),
                    PullOffsets, StartOffset, ForgetQueue, StopOffsets, FlowLimits
@@ -15,13 +15,14 @@ so `client/consumer` has no import cycle (tests/consumer/test_structure.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from ..batch import PulledBatch
-from ..errors import AclDeniedError
-from ..message import MessageExt
-from ..queue import MessageQueue
+from ..protocol.batch import PulledBatch
+from ..protocol.errors import AclDeniedError
+from ..protocol.message import MessageExt
+from ..protocol.queue import MessageQueue
 from .offset_store import ReadOffsetType
 from .process_queue import ProcessQueue
 
@@ -123,10 +124,8 @@ class StopOffsets:
         """Until `update` is called, at most ``timeout`` seconds."""
         if self._changed is None or self._changed.done():
             self._changed = asyncio.get_running_loop().create_future()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._changed), timeout)
-        except asyncio.TimeoutError:
-            pass
 
 
 class FlowLimits:

@@ -28,8 +28,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..batch import PulledBatch
-from ..message import MessageExt
+from ..protocol.batch import PulledBatch
+from ..protocol.message import MessageExt
 
 
 class _Batch:

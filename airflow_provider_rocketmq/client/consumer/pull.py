@@ -20,20 +20,21 @@ import random
 import time
 from collections.abc import Callable, Mapping
 
-from ..batch import BatchDecoder, PulledBatch, filter_for
-from ..config import RETRY_PREFIX
-from ..errors import AclDeniedError, MessageDecodeError, RequestTimeoutError, RocketMQError, broker_error
-from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages_sized
+from ..connection import RemotingProtocol, next_opaque
 from ..mqclient import MQClient
-from ..queue import MessageQueue
-from ..remoting.codes import (
-    PULL_FLAG_SUBSCRIPTION,
-    PULL_FLAG_SUSPEND,
-    RequestCode,
-    ResponseCode,
+from ..protocol.batch import BatchDecoder, PulledBatch, filter_for
+from ..protocol.codes import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode, ResponseCode
+from ..protocol.command import RemotingCommand
+from ..protocol.errors import (
+    AclDeniedError,
+    MessageDecodeError,
+    RequestTimeoutError,
+    RocketMQError,
+    broker_error,
 )
-from ..remoting.command import RemotingCommand
-from ..remoting.connection import RemotingProtocol, next_opaque
+from ..protocol.message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages_sized
+from ..protocol.names import RETRY_PREFIX
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
 from .lifecycle import Background, Lifecycle
 from .ports import DeniedHook, FlowLimits, ForgetQueue, PullOffsets, StartOffset, StopOffsets

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import struct
 
-from ..remoting.codes import RequestCode
-from ..remoting.command import RemotingCommand, json_text
+from ..protocol.codes import RequestCode
+from ..protocol.command import RemotingCommand, json_text
 
 _TWO_INTS = struct.Struct(">iI")
 

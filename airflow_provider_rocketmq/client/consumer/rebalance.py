@@ -18,10 +18,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..config import RETRY_PREFIX
-from ..errors import AclDeniedError, RocketMQError
 from ..mqclient import MQClient
-from ..queue import MessageQueue
+from ..protocol.errors import AclDeniedError, RocketMQError
+from ..protocol.names import RETRY_PREFIX
+from ..protocol.queue import MessageQueue
 from .allocate import AllocateStrategy
 from .config import ConsumerConfig
 from .lifecycle import Lifecycle, wait_set
