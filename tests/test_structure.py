@@ -40,6 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "queues": {"client", "hooks", "triggers"} | AIRFLOW_BASE,
     "commands": {"client", "client.*", "client.protocol", "window", "embedded", "spark"},
     "cli": {"commands", "client", "client.*", "client.protocol"},
+    "": set(),  # the package's own (empty) __init__
 }
 # stdlib or namedtuple API whose names start with an underscore
 PUBLIC_UNDERSCORE = {"_replace", "_asdict", "_fields", "_make", "_exit", "_actions", "_SubParsersAction"}
