@@ -20,14 +20,12 @@ from ..client.protocol.message import (
     properties_to_string,
 )
 from .ports import BrokerContext
+from .settings import DELAY_LEVELS_S, MAX_DELAY_LEVEL
 from .store import MessageStore
 from .topic_rules import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
-# MessageStoreConfig.messageDelayLevel: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
-MAX_DELAY_LEVEL = len(DELAY_LEVELS_S)
 PROGRESS_GROUP = "%SCHEDULE%"
 
 

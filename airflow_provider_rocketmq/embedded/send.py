@@ -37,7 +37,7 @@ from ..client.protocol.names import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX, dlq
 from ..client.route import PERM_INHERIT, PERM_WRITE
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str, send_header
 from .ports import BrokerContext
-from .schedule import MAX_DELAY_LEVEL
+from .settings import MAX_DELAY_LEVEL
 from .store import PERM_RW, PutResult, TopicConfig
 from .topic_rules import NOT_ALLOWED_SEND_TOPICS, SCHEDULE_TOPIC, validate_topic
 

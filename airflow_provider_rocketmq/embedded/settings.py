@@ -1,10 +1,16 @@
-"""`BrokerSettings`: the knobs of one embedded broker, and `GroupConfigs`: its subscription-group configs."""
+"""`BrokerSettings`: the knobs of one embedded broker, its delay levels, and `GroupConfigs`: its
+subscription-group configs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .acl import AclConfig
+
+# MessageStoreConfig.messageDelayLevel: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+# (multiplied by BrokerSettings.time_scale)
+DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+MAX_DELAY_LEVEL = len(DELAY_LEVELS_S)
 
 
 @dataclass
