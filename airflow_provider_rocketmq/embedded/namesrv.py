@@ -34,7 +34,7 @@ async def _no_answer(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
     return None
 
 
-class _Silent(dict[int, Handler]):
+class _SilentTable(dict[int, Handler]):
     """A 4.9.7 name server (DefaultRequestProcessor) answers nothing to a code it does not serve."""
 
     def get(self, code: int, default: Any = None) -> Any:
@@ -50,7 +50,7 @@ class EmbeddedNameServer:
         self.brokers: list[RoutedBroker] = []
         self.conns: set[RemotingProtocol] = set()
         self._server: asyncio.AbstractServer | None = None
-        self.handlers: dict[int, Handler] = _Silent({105: answer_header_errors(self.route_by_topic),
+        self.handlers: dict[int, Handler] = _SilentTable({105: answer_header_errors(self.route_by_topic),
                                                      106: answer_header_errors(self.cluster_info),
                                                      206: answer_header_errors(self.all_topics)})
 

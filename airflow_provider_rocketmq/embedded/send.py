@@ -153,58 +153,57 @@ class SendHandlers:
 
     # -- SEND_MESSAGE / V2 -------------------------------------------------------------------
     async def send_message(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        h = send_header(cmd)
-        view = RemotingCommand(cmd.code, h)
+        header = RemotingCommand(cmd.code, send_header(cmd))  # V2's one-letter fields by their long names
         try:
-            req_str(view, "producerGroup")
-            topic = req_str(view, "topic")
-            req_str(view, "defaultTopic")
-            default_queues = req_int(view, "defaultTopicQueueNums")
-            queue_id = req_int(view, "queueId")
-            sys_flag = req_int(view, "sysFlag")
-            born_ts = req_int(view, "bornTimestamp")
-            flag = req_int(view, "flag")
-            reconsume = opt_int(view, "reconsumeTimes", 0)
+            req_str(header, "producerGroup")
+            topic = req_str(header, "topic")
+            req_str(header, "defaultTopic")
+            default_queues = req_int(header, "defaultTopicQueueNums")
+            queue_id = req_int(header, "queueId")
+            sys_flag = req_int(header, "sysFlag")
+            born_ts = req_int(header, "bornTimestamp")
+            flag = req_int(header, "flag")
+            reconsume = opt_int(header, "reconsumeTimes", 0)
             body = cmd.body or b""
             _, queue_id = self._check_topic(conn, topic, queue_id, default_queues)
             if len(body) > self.settings.max_message_size:
                 raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
                                  ILLEGAL_MESSAGE.format(max=self.settings.max_message_size))
-            props = string_to_properties(opt_str(view, "properties") or "")
+            props = string_to_properties(opt_str(header, "properties") or "")
             if topic.startswith(RETRY_PREFIX):
                 group = topic[len(RETRY_PREFIX):]
                 gcfg = self.groups.config(group)
                 if gcfg is None:
                     raise _SendError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                      f"subscription group not exist, {group}{FAQ_SUFFIX}")
-                max_times = opt_int(view, "maxReconsumeTimes", gcfg.retry_max_times)
+                max_times = opt_int(header, "maxReconsumeTimes", gcfg.retry_max_times)
                 if reconsume >= max_times:
                     topic = self._dlq_topic(group)
                     queue_id = 0
             props.pop(PROPERTY_WAIT, None)
             props[PROPERTY_CLUSTER] = self.settings.cluster
             put = self.put(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
-                             born_host=conn.peer, reconsume_times=reconsume)
+                           born_host=conn.peer, reconsume_times=reconsume)
         except _SendError as exc:
             return self._refusal(cmd, exc)
         return self._response(cmd, put.msg_id, queue_id, put.queue_offset)
 
     # -- SEND_BATCH_MESSAGE ---------------------------------------------------------------------
     async def send_batch(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        view = RemotingCommand(cmd.code, send_header(cmd))
+        header = RemotingCommand(cmd.code, send_header(cmd))
         try:
-            req_str(view, "producerGroup")
-            topic = req_str(view, "topic")
-            default_queues = opt_int(view, "defaultTopicQueueNums", 4)
-            queue_id = req_int(view, "queueId")
-            sys_flag = req_int(view, "sysFlag")
-            born_ts = req_int(view, "bornTimestamp")
+            req_str(header, "producerGroup")
+            topic = req_str(header, "topic")
+            default_queues = opt_int(header, "defaultTopicQueueNums", 4)
+            queue_id = req_int(header, "queueId")
+            sys_flag = req_int(header, "sysFlag")
+            born_ts = req_int(header, "bornTimestamp")
             body = cmd.body or b""
             _, queue_id = self._check_topic(conn, topic, queue_id, default_queues)
             illegal = ILLEGAL_MESSAGE.format(max=self.settings.max_message_size)
             if len(body) > self.settings.max_message_size:
                 raise _SendError(ResponseCode.MESSAGE_ILLEGAL, illegal)
-            batch_props = string_to_properties(opt_str(view, "properties") or "")
+            batch_props = string_to_properties(opt_str(header, "properties") or "")
             if _delay_level(batch_props) > 0:  # CommitLog.putMessages refuses a delayed batch
                 raise _SendError(ResponseCode.MESSAGE_ILLEGAL, illegal)
             # a body the broker cannot split fails with an exception (BufferUnderflow, NPE): SYSTEM_ERROR
@@ -263,8 +262,8 @@ class SendHandlers:
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.offset_msg_id)
         try:
             self.put(topic, queue_id, msg.body, props, flag=msg.flag, sys_flag=msg.sys_flag,
-                       born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-                       reconsume_times=msg.reconsume_times + 1)
+                     born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+                     reconsume_times=msg.reconsume_times + 1)
         except _SendError as exc:
             return cmd.make_response(exc.code, remark=exc.remark)
         return cmd.make_response(ResponseCode.SUCCESS)

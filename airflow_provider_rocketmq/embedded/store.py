@@ -1,24 +1,11 @@
-"""The embedded broker's message store: one commit log, one consume queue per
-(topic, queue id), consumer offsets and topic configs.
+"""The embedded broker's message store: one commit log, one consume queue per (topic, queue id),
+consumer offsets and topic configs.
 
-Every stored message is kept as its encoded stored-message record (the exact
-bytes a pull response carries), so a pull is a slice-and-join of pre-encoded
-records, never a re-encode.
-
-Durability with a data directory (``<data_dir>/<broker name>/``):
-
-* ``commitlog``: the records appended in order; a record's commit-log offset is
-  its byte position, exactly like RocketMQ's. Each send request is appended with
-  one ``os.write`` on an unbuffered descriptor *before* the broker answers, so an
-  acknowledged message is in the kernel and survives a process crash or
-  ``kill -9``. ``fsync=True`` additionally calls ``fsync`` per write batch before
-  the answer (survives power loss, costs a disk flush per request).
-* ``offsets.log``: an append-only journal of consumer-offset updates (one JSON
-  line each, written before acknowledging), compacted when the store opens.
-* ``topics.json``: topic configs, rewritten atomically on every change.
-
-On open, consume queues are rebuilt by scanning the commit log; a torn record at
-the tail (a write cut short by a crash, never acknowledged) is truncated away.
+Every message is kept as its encoded stored-message record (what a pull answer carries), so a pull
+slices and joins records and never re-encodes. With a data directory a send is in the commit log
+(``os.write``; also ``fsync`` when asked) and an offset update in ``offsets.log`` before the broker
+answers; opening rebuilds the consume queues from the commit log and cuts a torn tail (see
+docs/embedded.md, "Storage and durability").
 """
 
 from __future__ import annotations
