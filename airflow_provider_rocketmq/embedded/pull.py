@@ -29,7 +29,7 @@ from ..client.route import PERM_READ
 from .filter import SubscriptionData, SubscriptionParseError
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str
 from .ports import BrokerContext
-from .store import ConsumeQueue
+from .store import ConsumeQueue, MessageStore
 
 MAX_TRANSFER_COUNT = 32
 MAX_TRANSFER_BYTES = 256 * 1024
@@ -83,13 +83,15 @@ class PullService:
         commit_offset = req_int(cmd, "commitOffset")
         suspend_ms = req_int(cmd, "suspendTimeoutMillis")
         sub_version = opt_int(cmd, "subVersion", 0)
+        store = self.store_slot.get()
         try:
-            self._check_access(conn, group, topic, queue_id)
+            self._check_access(conn, store, group, topic, queue_id)
             sub = self._subscription(cmd, group, topic, sys_flag, sub_version)
         except _Refused as exc:
             return cmd.make_response(exc.code, {}, remark=exc.remark)
 
-        status, next_offset, min_offset, max_offset, body = self.get_messages(topic, queue_id, offset, max_nums, sub)
+        status, next_offset, min_offset, max_offset, body = get_messages(store.get_queue(topic, queue_id), offset,
+                                                                         max_nums, sub)
         code = _CODE_BY_STATUS.get(status)
         if code is None:  # NO_MESSAGE_IN_QUEUE
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
@@ -105,7 +107,7 @@ class PullService:
                                         "maxOffset": str(max_offset), "minOffset": str(min_offset)},
                                  body, remark=status)
 
-    def _check_access(self, conn: RemotingProtocol, group: str, topic: str, queue_id: int) -> None:
+    def _check_access(self, conn: RemotingProtocol, store: MessageStore, group: str, topic: str, queue_id: int) -> None:
         """The group may consume, the topic exists and is readable, the queue id is one of its read queues."""
         gcfg = self.groups.config(group)
         if gcfg is None:
@@ -113,7 +115,7 @@ class PullService:
                            f"subscription group [{group}] does not exist, {FAQ_SUFFIX}")
         if not gcfg.consume_enable:
             raise _Refused(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
-        tcfg = self.store_slot.get().topics.get(topic)
+        tcfg = store.topics.get(topic)
         if tcfg is None:
             raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX}")
         if not tcfg.perm & PERM_READ:
@@ -144,27 +146,6 @@ class PullService:
         if found.sub_version < sub_version:
             raise _Refused(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         return found
-
-    def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int, sub: SubscriptionData) -> Found:
-        """(status, nextBeginOffset, minOffset, maxOffset, body) like DefaultMessageStore.getMessage."""
-        cq = self.store_slot.get().get_queue(topic, queue_id)
-        if cq is None or cq.max_offset == 0:
-            return "NO_MESSAGE_IN_QUEUE", 0, 0, 0, None
-        min_o, max_o = cq.min_offset, cq.max_offset
-        if offset < min_o:
-            return "OFFSET_TOO_SMALL", min_o, min_o, max_o, None
-        if offset == max_o:
-            return "OFFSET_OVERFLOW_ONE", offset, min_o, max_o, None
-        if offset > max_o:
-            return "OFFSET_OVERFLOW_BADLY", max_o, min_o, max_o, None
-        limit = max(1, min(max_nums, MAX_TRANSFER_COUNT))
-        if sub.match_all:
-            picked = _first_records(cq.records, offset, limit)
-            return "FOUND", offset + len(picked), min_o, max_o, b"".join(picked)
-        picked, next_offset = _matching_records(cq, offset, limit, sub.codes)
-        if not picked:
-            return "NO_MATCHED_MESSAGE", next_offset, min_o, max_o, None
-        return "FOUND", next_offset, min_o, max_o, b"".join(picked)
 
     async def _park(self, topic: str, queue_id: int, sub: SubscriptionData, timeout: float) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -200,6 +181,27 @@ class PullService:
     def parked(self, topic: str | None = None) -> int:
         """How many pulls are parked (for tests)."""
         return sum(len(w) for (t, _), w in self.hold.items() if topic is None or t == topic)
+
+
+def get_messages(cq: ConsumeQueue | None, offset: int, max_nums: int, sub: SubscriptionData) -> Found:
+    """(status, nextBeginOffset, minOffset, maxOffset, body) of a queue like DefaultMessageStore.getMessage."""
+    if cq is None or cq.max_offset == 0:
+        return "NO_MESSAGE_IN_QUEUE", 0, 0, 0, None
+    min_o, max_o = cq.min_offset, cq.max_offset
+    if offset < min_o:
+        return "OFFSET_TOO_SMALL", min_o, min_o, max_o, None
+    if offset == max_o:
+        return "OFFSET_OVERFLOW_ONE", offset, min_o, max_o, None
+    if offset > max_o:
+        return "OFFSET_OVERFLOW_BADLY", max_o, min_o, max_o, None
+    limit = max(1, min(max_nums, MAX_TRANSFER_COUNT))
+    if sub.match_all:
+        picked = _first_records(cq.records, offset, limit)
+        return "FOUND", offset + len(picked), min_o, max_o, b"".join(picked)
+    picked, next_offset = _matching_records(cq, offset, limit, sub.codes)
+    if not picked:
+        return "NO_MATCHED_MESSAGE", next_offset, min_o, max_o, None
+    return "FOUND", next_offset, min_o, max_o, b"".join(picked)
 
 
 def _first_records(records: list[bytes], offset: int, limit: int) -> list[bytes]:
