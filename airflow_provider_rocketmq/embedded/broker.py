@@ -71,6 +71,7 @@ class EmbeddedBroker:
         self.store_slot = StoreSlot()
         self.faults = FaultInjector()
         self.groups = GroupConfigs(self.settings)
+        # membership changes are told to the members through self.clients, built next from the membership
         self.consumers = ConsumerManager(lambda info: self.clients.notify_ids_changed(info),
                                          channel_expiry=self.settings.channel_expiry)
         self.clients = Broker2Client(self.consumers, self.groups)
