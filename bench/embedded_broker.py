@@ -55,7 +55,7 @@ async def handler_bench(n: int, size: int) -> None:
         t0 = time.process_time()
         served = 0
         for off in range(0, n, 32):
-            resp = await broker.pull._process(conn, _pull_cmd("B1", off), allow_suspend=False)  # type: ignore[arg-type]
+            resp = await broker.pull.answer(conn, _pull_cmd("B1", off), allow_suspend=False)  # type: ignore[arg-type]
             resp.encode()
             served += 32
         t_pull = time.process_time() - t0

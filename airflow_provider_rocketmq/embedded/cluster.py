@@ -16,9 +16,10 @@ from ..client.protocol.message import MessageExt
 from ..client.protocol.names import check_topic
 from .acl import AclConfig
 from .bridge import bridged
-from .broker import BrokerSettings, EmbeddedBroker
+from .broker import EmbeddedBroker
 from .faults import FaultRule, OffsetFaults
 from .namesrv import EmbeddedNameServer
+from .settings import BrokerSettings
 from .store import PERM_RW
 
 log = logging.getLogger(__name__)

@@ -45,12 +45,6 @@ class Conn:
                                            rpc_hook=hook, timeout=5.0)
         return self
 
-    @property
-    def local_addr(self) -> str:
-        assert self.proto is not None and self.proto.transport is not None
-        host, port = self.proto.transport.get_extra_info("sockname")[:2]
-        return f"{host}:{port}"
-
     async def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, *,
                    timeout: float = 10.0, version: int = CLIENT_VERSION, oneway: bool = False,
                    serialize_type: int = 0) -> RemotingCommand | None:

@@ -96,6 +96,24 @@ async def test_queue_locks_expire(embedded_cluster_factory: Callable[..., Embedd
         await c.close()
 
 
+async def test_a_restarted_broker_forgets_its_locks(embedded_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    cluster = embedded_cluster_factory()  # locks last 60 s: only the restart can release A's
+    broker = cluster.brokers[0]
+    a = await RawClient().connect(broker.addr)
+    try:
+        assert _locked(await a.call(41, body=_lock_body("A", "go", 0))) == [0]
+    finally:
+        await a.close()
+    assert broker.lock_owner("go", MessageQueue("OT", "broker-a", 0)) == "A"  # a closed channel keeps its lock
+    await cluster.restart_broker("broker-a")
+    assert broker.lock_owner("go", MessageQueue("OT", "broker-a", 0)) is None
+    b = await RawClient().connect(broker.addr)
+    try:
+        assert _locked(await b.call(41, body=_lock_body("B", "go", 0))) == [0]
+    finally:
+        await b.close()
+
+
 async def test_broker_initiated_requests(embedded_cluster: EmbeddedCluster) -> None:
     broker = embedded_cluster.brokers[0]
     seen: list[RemotingCommand] = []
