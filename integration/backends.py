@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from .containers import docker_endpoint, docker_engine_answers, image_for
 
-NO_BACKEND_REASON = ("no Docker engine (and none of ROCKETMQ_NAMESRV, ROCKETMQ_DOCKER=1, ROCKETMQ_EMBEDDED=1 set)")
-DOCKER_OFF_REASON = ("ROCKETMQ_DOCKER=0 and none of ROCKETMQ_NAMESRV, ROCKETMQ_EMBEDDED=1 set")
+NO_BACKEND_REASON = "no Docker engine (and none of ROCKETMQ_NAMESRV, ROCKETMQ_DOCKER=1, ROCKETMQ_EMBEDDED=1 set)"
+DOCKER_OFF_REASON = "ROCKETMQ_DOCKER=0 and none of ROCKETMQ_NAMESRV, ROCKETMQ_EMBEDDED=1 set"
 # The broker's first retry level (delay level 3) on a real broker.
 REAL_FIRST_RETRY_DELAY_S = 10.0
 # Embedded broker: every broker-side delay (retry levels, long-poll suspension) runs this much faster.
@@ -214,8 +214,9 @@ def choose_backend(env: Mapping[str, str], docker_answers: Callable[[str], bool]
     explicit = [name for name, on in (("ROCKETMQ_NAMESRV", bool(namesrv)), ("ROCKETMQ_DOCKER=1", docker == "1"),
                                       ("ROCKETMQ_EMBEDDED=1", embedded == "1")) if on]
     if len(explicit) > 1:
-        raise BackendConfigError(f"{' and '.join(explicit)} both choose the integration backend (an existing broker, "
-                                 f"testcontainers, the embedded broker): set only one")
+        names = f"{', '.join(explicit[:-1])} and {explicit[-1]} {'both' if len(explicit) == 2 else 'all'}"
+        raise BackendConfigError(f"{names} choose the integration backend (an existing broker, testcontainers, "
+                                 f"the embedded broker): set only one")
     if namesrv:
         if not _NAMESRV_RE.fullmatch(namesrv):
             raise BackendConfigError(

@@ -448,7 +448,12 @@ class RunningRocketMQ:
         return self._await_boot(before, "docker start")
 
     def stop(self) -> None:
-        self.owner.close()
+        try:
+            self.owner.close()
+        finally:
+            for c in (self.namesrv, self.broker):  # their docker SDK connections
+                c.get_docker_client().client.close()
+            self.owner.client.close()
 
 
 def build_container(spec: ContainerSpec, network: Any, docker_client_kw: dict[str, Any] | None = None,
