@@ -52,7 +52,9 @@ def _say(config: pytest.Config, line: str) -> None:
         print(line, flush=True)
         return
     with capture.global_and_fixture_disabled():
-        reporter.ensure_newline()
+        # under -q the progress dots leave the line open and ensure_newline() does not see them
+        if reporter.verbosity < 0 and getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+            reporter.write("\n")
         reporter.write_line(line)
 
 
