@@ -51,7 +51,8 @@ def docker() -> Iterator[Any]:
     except BackendConfigError as exc:
         pytest.fail(str(exc), pytrace=False)
     if choice.kind != "testcontainers":
-        pytest.skip(f"checks the testcontainers backend; this session's is {choice.kind} "
+        pytest.skip(f"checks the testcontainers backend; this session's is "
+                    f"{'none' if choice.kind == 'skip' else choice.kind} "
                     f"(ROCKETMQ_DOCKER=1, or no other backend set and a Docker engine answering)")
     client = docker_client_for(ENDPOINT)
     try:
