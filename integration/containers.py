@@ -196,8 +196,12 @@ def docker_engine_answers(endpoint: str, timeout: float = 1.5) -> bool:
     try:
         if url.scheme == "unix":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            sock.connect(url.path)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(url.path)
+            except OSError:
+                sock.close()
+                raise
         elif url.scheme in ("tcp", "http"):
             sock = socket.create_connection((url.hostname or "127.0.0.1", url.port or 2375), timeout=timeout)
         else:
