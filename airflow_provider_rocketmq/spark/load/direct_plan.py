@@ -1,33 +1,21 @@
-"""Staged windows loaded by Spark tasks that read the staged Parquet files themselves (no Airflow).
+"""The direct plan: Spark tasks read the staged Parquet files themselves and write the new rows in one pass.
 
-The general plan of `load_window.py` reads the staged files into Spark rows, classifies every
-row against the ledger with column expressions, and drops repeated offsets with a window
-function: the rows cross Parquet -> JVM rows -> shuffle and sort -> Arrow -> Python before the
-tasks write them. For a window that cannot hold a repeated offset this work buys nothing, so
-when the driver can *prove* there is none, this module loads the window in one pass instead:
+It applies when every manifest to read is staged Parquet, the body format is utf8 or binary, the
+writer is ``tasks`` and the manifests' new ranges (claim minus held) are pairwise disjoint. The
+driver splits the staged files into runs of whole row groups (`plan_tasks`) and runs one Spark task
+per run (``RDD.mapPartitions``: no row enters the JVM or the driver, no shuffle). Each task reads its
+row groups with pyarrow (+ fsspec for URLs), classifies each row with numpy against its manifest's
+ranges (new, already loaded, outside -> the load fails), converts the body and hands the new rows to
+the output's `TaskWriter`; it returns its files, counts and, per queue, the offset intervals its new
+rows cover.
 
-- the driver splits the staged files into row-group runs (`plan_tasks`) and runs one Spark
-  task per run (``RDD.mapPartitions``: no row ever enters the JVM or the driver);
-- each task reads its row groups with pyarrow (+ fsspec for URLs), classifies each row
-  with numpy against its manifest's offset ranges (new: claimed and not held; already
-  loaded: claimed and held; outside: not claimed -> the load fails), converts the body and
-  hands the new rows to the output kind's `TaskWriter` (the same writers as the general plan);
-- each task returns its files, its counts, and for every queue the offset intervals its new
-  rows cover (strictly increasing offsets within each record batch are checked).
-
-**Why no offset is written twice.** Offsets of different manifests: the direct plan is only
-taken when the manifests' new ranges (claim minus held) are pairwise disjoint, and a row is
-only written when its offset lies in its own manifest's new range. Offsets of one manifest:
-the driver checks, per queue, that the intervals every task reported are pairwise disjoint
-(`check_disjoint`), and within one interval the offsets come from batches that were strictly
-increasing and each starts above the previous one's end. If that proof fails (a staged window
-with a repeated or reordered offset), `NeedsDedup` is raised *before the commit*: the files
-written are never listed in a commit, and `load_window.py` loads the windows again with the
-general plan (which keeps the first row of each offset). So the direct plan changes how fast a
-load runs, never what it writes; its counts have ``duplicates = 0`` by construction.
-
-Not used for offsets hand-offs (read from the brokers), ``--body-format json`` (Spark parses
-the VARIANT) or ``--writer spark``.
+Why no offset is written twice: across manifests, a row is written only when its offset lies in its
+own manifest's new range, and those ranges are disjoint. Within one manifest, the driver checks that
+the intervals every task reported per queue are pairwise disjoint (`check_disjoint`), and within an
+interval the offsets come from batches that each were strictly increasing and started above the
+previous one's end. If that proof fails (a staged window with a repeated or reordered offset), the
+plan gives up before the commit (`PlanGaveUp`) and the general plan loads the windows. So this plan
+changes how fast a load runs, never what it writes; its counts have ``duplicates = 0``.
 """
 
 from __future__ import annotations
@@ -40,13 +28,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_rocketmq.spark.load import ledger as lg
+from airflow_provider_rocketmq.spark.load.crash_points import TaskCrash
+from airflow_provider_rocketmq.spark.load.ledger import OffsetRanges
+from airflow_provider_rocketmq.spark.load.plan import LoadInput, PlanGaveUp
+from airflow_provider_rocketmq.spark.load.staged import LoadError, is_url, local_path
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
+    from pyspark.sql import SparkSession
 
-    from airflow_provider_rocketmq.spark.load.outputs import DataFile, TaskWriter
+    from airflow_provider_rocketmq.spark.load.outputs import DataFile, PendingLoad, TaskWriter
+    from airflow_provider_rocketmq.spark.load.report import LoadReport
 
 ROWS_PER_TASK = 1_000_000  # at least one task per this many rows, and at least one per core
 BATCH_ROWS = 65_536
@@ -100,7 +93,7 @@ def queue_code(broker_index: int, queue_id: int) -> int:
     return broker_index * _QUEUE_SHIFT + (queue_id + _QUEUE_BIAS)
 
 
-def window_spec(order: int, window_id: str, topic: str, new: lg.OffsetRanges, loaded: lg.OffsetRanges) -> WindowSpec:
+def window_spec(order: int, window_id: str, topic: str, new: OffsetRanges, loaded: OffsetRanges) -> WindowSpec:
     keys = set(new.by_queue) | set(loaded.by_queue)
     brokers = tuple(sorted({b for t, b, _ in keys if t == topic}))
     ranges = {}
@@ -114,9 +107,9 @@ def window_spec(order: int, window_id: str, topic: str, new: lg.OffsetRanges, lo
     return WindowSpec(order, window_id, topic, brokers, ranges)
 
 
-def claims_disjoint(claims: Sequence[lg.OffsetRanges]) -> bool:
+def claims_disjoint(claims: Sequence[OffsetRanges]) -> bool:
     """True when no offset lies in two of ``claims``."""
-    seen = lg.OffsetRanges()
+    seen = OffsetRanges()
     for c in claims:
         if c & seen:
             return False
@@ -124,16 +117,12 @@ def claims_disjoint(claims: Sequence[lg.OffsetRanges]) -> bool:
     return True
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
 def _open(path: str) -> Any:
-    if _is_url(path):
+    if is_url(path):
         import fsspec
 
         return fsspec.open(path, "rb").open()
-    return open(path.removeprefix("file://"), "rb")
+    return open(local_path(path), "rb")
 
 
 def _row_groups(path: str) -> list[int]:
@@ -159,7 +148,7 @@ def plan_tasks(files: Sequence[tuple[int, str]], parallelism: int,
     out: list[list[Unit]] = []
     current: list[Unit] = []
     current_rows = 0
-    for (order, path), sizes in zip(files, groups):
+    for (order, path), sizes in zip(files, groups, strict=True):
         run: list[int] = []
         run_rows = 0
         for i, rows in enumerate(sizes):
@@ -258,7 +247,7 @@ class _Classifier:
         codes, offsets = code[order], offset[order]
         cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
         cls_sorted = np.full(len(codes), OUTSIDE, dtype=np.int8)
-        for s, e in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(codes)]))):
+        for s, e in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(codes)])), strict=True):
             c = int(codes[s])
             ranges = self.ranges.get(c)
             if ranges is None:
@@ -315,7 +304,7 @@ class DirectLoad:
         import pyarrow.parquet as pq
 
         classifiers: dict[int, _Classifier] = {}
-        names = [f.name for f in schema if f.name != "window_id"]
+        fields = [f for f in schema if f.name != "window_id"]
         for unit in units:
             spec = self.specs[unit.order]
             cl = classifiers.get(unit.order) or classifiers.setdefault(unit.order, _Classifier(spec))
@@ -340,19 +329,26 @@ class DirectLoad:
                         continue
                     if n_new < batch.num_rows:
                         batch = batch.filter(pa.array(cls == NEW))
-                    cols = []
-                    for name, f in zip(names, schema):
-                        col = _column(batch, name)
-                        if name == "body" and self.body_format == "utf8" and not pa.types.is_string(col.type) \
-                                and not pa.types.is_large_string(col.type):
-                            col = col.view(f.type)  # as Spark's binary -> string cast: the bytes unchanged
-                        cols.append(col.cast(f.type) if col.type != f.type else col)
-                    cols.append(pa.repeat(window, batch.num_rows))
-                    out = pa.RecordBatch.from_arrays(cols, schema=schema)
+                    out = self._output_batch(batch, schema, fields, window)
                     result.read_seconds += time.perf_counter() - t
                     yield out
                     t = time.perf_counter()
             result.read_seconds += time.perf_counter() - t
+
+    def _output_batch(self, batch: pa.RecordBatch, schema: pa.Schema, fields: list[pa.Field],
+                      window: pa.Scalar) -> pa.RecordBatch:
+        """``batch``'s columns as the output ``schema`` has them, ``window_id`` added."""
+        import pyarrow as pa
+
+        cols = []
+        for f in fields:
+            col = _column(batch, f.name)
+            if f.name == "body" and self.body_format == "utf8" and not pa.types.is_string(col.type) \
+                    and not pa.types.is_large_string(col.type):
+                col = col.view(f.type)  # as Spark's binary -> string cast: the bytes unchanged
+            cols.append(col.cast(f.type) if col.type != f.type else col)
+        cols.append(pa.repeat(window, batch.num_rows))
+        return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 def schema_hex(schema: pa.Schema) -> str:
@@ -360,22 +356,66 @@ def schema_hex(schema: pa.Schema) -> str:
 
 
 def run_direct(spark: Any, load: DirectLoad, plan: list[list[Unit]]) -> list[TaskResult]:
-    """One Spark task per entry of ``plan``; the task tag is ``<partition>-<task attempt id>``
-    (unique per attempt, as spark/load/outputs/tasks.py). The test hooks of tasks.py apply."""
-    from airflow_provider_rocketmq.spark.load.outputs.tasks import after_task_write, task_hooks
+    """One Spark task per entry of ``plan``, tagged and crash-armed as spark/load/outputs/tasks.py's."""
+    from airflow_provider_rocketmq.spark.load.outputs.tasks import task_tag
 
-    hooks = task_hooks()
+    crash = TaskCrash.armed()
 
     def task(parts: Iterator[list[Unit]]) -> Iterator[TaskResult]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        tag = f"{ctx.partitionId():05d}-{ctx.taskAttemptId()}" if ctx is not None else "00000-0"
+        tag = task_tag(ctx)
         for units in parts:
             result = load.run(units, tag)
-            after_task_write(hooks, ctx, result.files)
+            crash.after_write(ctx, result.files)
             yield result
 
     if not plan:
         return []
     return spark.sparkContext.parallelize(plan, len(plan)).mapPartitions(task).collect()  # type: ignore[no-any-return]  # mapPartitions loses the element type
+
+
+class DirectPlan:
+    name = "direct"
+    description = "the direct plan (Spark tasks read the staged files and write the new rows in one pass)"
+
+    def applies(self, job: LoadInput) -> bool:
+        return (job.staged_read == "auto" and job.writer == "tasks" and job.body_format in ("utf8", "binary")
+                and all(not s.offsets_handoff and s.files for s in job.to_read)
+                and claims_disjoint([job.new(s) for s in job.to_read]))
+
+    def write(self, spark: SparkSession, job: LoadInput, load: PendingLoad, report: LoadReport) -> list[DataFile]:
+        import fsspec.config
+        import pyarrow.parquet as pq
+
+        t0 = time.monotonic()
+        with _open(job.to_read[0].files[0]) as fh:
+            schema = output_schema(pq.read_schema(fh), job.body_format)
+        specs = {order: window_spec(order, s.manifest.window_id, s.manifest.topic, job.new(s), job.loaded(s))
+                 for order, s in enumerate(job.to_read)}
+        plan = plan_tasks([(order, f) for order, s in enumerate(job.to_read) for f in s.files],
+                          spark.sparkContext.defaultParallelism)
+        direct = DirectLoad(specs, schema_hex(schema), job.body_format, load.writer(),
+                            {k: dict(v) for k, v in fsspec.config.conf.items()})
+        results = run_direct(spark, direct, plan)
+        files = [f for r in results for f in r.files]
+        bad = next((r.outside for r in results if r.outside is not None), None)
+        if bad is not None:
+            raise LoadError(f"window {bad[0]}: staged row {bad[1]} {bad[2]}:{bad[3]} offset {bad[4]} lies outside "
+                            f"its manifest's queue ranges")
+        try:
+            check_disjoint(results)
+        except NeedsDedup as exc:
+            raise PlanGaveUp(str(exc), files) from exc
+        for r in results:
+            for order, n in r.read.items():
+                report.add(order, read=n, loaded=r.loaded.get(order, 0))
+        report.files_read = sum(len(s.files) for s in job.to_read)
+        report.read_seconds = sum(r.read_seconds for r in results)
+        report.write_seconds = sum(r.write_seconds for r in results)
+        report.job_seconds = time.monotonic() - t0
+        return files
+
+
+PLAN = DirectPlan()
