@@ -54,7 +54,7 @@ from tests.s3_server import MotoS3
 from tests.spark.conftest import FAULT_QUEUES, TWO_TASKS, Key, SparkRun, build_window, expected
 from tests.spark.load.outputs.iceberg_helpers import catalog_conf, conf_properties, duckdb_keys
 
-STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
+STEPS_APP = str(Path(__file__).parents[1] / "load_steps_app.py")
 N = int(os.environ.get("ROCKETMQ_LOAD_FAULTS_N", "1000"))
 FULL = os.environ.get("ROCKETMQ_LOAD_FAULTS_FULL", "") not in ("", "0")
 QUEUES = FAULT_QUEUES
