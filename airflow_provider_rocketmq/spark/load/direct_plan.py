@@ -117,7 +117,7 @@ def claims_disjoint(claims: Sequence[OffsetRanges]) -> bool:
     return True
 
 
-def _open(path: str) -> Any:
+def _open_staged(path: str) -> Any:
     if is_url(path):
         import fsspec
 
@@ -128,7 +128,7 @@ def _open(path: str) -> Any:
 def _row_groups(path: str) -> list[int]:
     import pyarrow.parquet as pq
 
-    with _open(path) as fh:
+    with _open_staged(path) as fh:
         meta = pq.read_metadata(fh)
     return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
 
@@ -310,7 +310,7 @@ class DirectLoad:
             cl = classifiers.get(unit.order) or classifiers.setdefault(unit.order, _Classifier(spec))
             window = pa.scalar(spec.window_id, pa.string())
             t = time.perf_counter()
-            with _open(unit.path) as fh:
+            with _open_staged(unit.path) as fh:
                 for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, row_groups=list(unit.row_groups),
                                                              use_threads=False):
                     cls = cl.classify(batch, result)
@@ -390,7 +390,7 @@ class DirectPlan:
         import pyarrow.parquet as pq
 
         t0 = time.monotonic()
-        with _open(job.to_read[0].files[0]) as fh:
+        with _open_staged(job.to_read[0].files[0]) as fh:
             schema = output_schema(pq.read_schema(fh), job.body_format)
         specs = {order: window_spec(order, s.manifest.window_id, s.manifest.topic, job.new(s), job.loaded(s))
                  for order, s in enumerate(job.to_read)}

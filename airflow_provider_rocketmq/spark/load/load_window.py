@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
     Logs one line per phase (read, write, commit) and, with ``--result-file``, writes the result."""
     started = time.monotonic()
     staged = load_manifests(args.manifest)
-    out = _open(args)
+    out = _open_output(args)
     state = out.state()
     held = state.held
     new = OffsetRanges()
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
     return counts
 
 
-def _open(args: argparse.Namespace) -> Output:
+def _open_output(args: argparse.Namespace) -> Output:
     """The output, validated, with what crashed loads left finished (a note per load)."""
     out = open_output(args.output, storage_options(args), abandon_after=args.abandon_after,
                       catalog_properties=_catalog_properties(args), body_format=args.body_format)

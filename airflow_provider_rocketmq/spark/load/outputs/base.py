@@ -68,7 +68,12 @@ class TaskWriter(Protocol):
 
 @runtime_checkable
 class PendingLoad(Protocol):
-    """One load of an output between `Output.begin` and `close`/`abort`."""
+    """One load of an output between `Output.begin` and `close`/`abort`.
+
+    Optional, looked up by name where a kind has them: ``discard(files)`` deletes files a plan wrote
+    before it gave up (kinds whose staging `abort` would not remove them: Iceberg);
+    ``json_variant = False``: ``--body-format json`` bodies stay validated text (no VARIANT);
+    ``spark_target()``/``spark_written()``: where ``--writer spark`` writes and the files it left."""
 
     load_id: str
 
