@@ -55,7 +55,7 @@ class NeedsDedup(Exception):
 
 
 @dataclass(frozen=True)
-class WindowSpec:
+class ManifestSpec:
     """What a task needs to classify the rows of one manifest (small, pickled into tasks)."""
 
     order: int  # the manifest's place in load order
@@ -67,10 +67,10 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
-class Unit:
-    """Row groups of one staged file."""
+class RowGroupRun:
+    """Consecutive row groups of one staged file: part of a task's work."""
 
-    order: int
+    order: int  # the manifest's place in load order
     path: str
     row_groups: tuple[int, ...]
     rows: int
@@ -93,7 +93,7 @@ def queue_code(broker_index: int, queue_id: int) -> int:
     return broker_index * _QUEUE_SHIFT + (queue_id + _QUEUE_BIAS)
 
 
-def window_spec(order: int, window_id: str, topic: str, new: OffsetRanges, loaded: OffsetRanges) -> WindowSpec:
+def manifest_spec(order: int, window_id: str, topic: str, new: OffsetRanges, loaded: OffsetRanges) -> ManifestSpec:
     keys = set(new.by_queue) | set(loaded.by_queue)
     brokers = tuple(sorted({b for t, b, _ in keys if t == topic}))
     ranges = {}
@@ -104,7 +104,7 @@ def window_spec(order: int, window_id: str, topic: str, new: OffsetRanges, loade
         n, ld = new.by_queue.get(key, ()), loaded.by_queue.get(key, ())
         ranges[queue_code(brokers.index(broker), qid)] = (
             tuple(s for s, _ in n), tuple(e for _, e in n), tuple(s for s, _ in ld), tuple(e for _, e in ld))
-    return WindowSpec(order, window_id, topic, brokers, ranges)
+    return ManifestSpec(order, window_id, topic, brokers, ranges)
 
 
 def claims_disjoint(claims: Sequence[OffsetRanges]) -> bool:
@@ -134,7 +134,7 @@ def _row_groups(path: str) -> list[int]:
 
 
 def plan_tasks(files: Sequence[tuple[int, str]], parallelism: int,
-               rows_per_task: int = ROWS_PER_TASK) -> list[list[Unit]]:
+               rows_per_task: int = ROWS_PER_TASK) -> list[list[RowGroupRun]]:
     """Split ``(order, path)`` staged files into runs of whole row groups, in load order:
     at least ``parallelism`` tasks (when there are enough row groups) and at most
     ``rows_per_task`` rows per task where row groups allow. Reads each file's footer."""
@@ -145,8 +145,8 @@ def plan_tasks(files: Sequence[tuple[int, str]], parallelism: int,
         return []
     tasks = max(parallelism, math.ceil(total / rows_per_task))
     target = math.ceil(total / tasks)
-    out: list[list[Unit]] = []
-    current: list[Unit] = []
+    out: list[list[RowGroupRun]] = []
+    current: list[RowGroupRun] = []
     current_rows = 0
     for (order, path), sizes in zip(files, groups, strict=True):
         run: list[int] = []
@@ -157,11 +157,11 @@ def plan_tasks(files: Sequence[tuple[int, str]], parallelism: int,
             run.append(i)
             run_rows += rows
             if current_rows + run_rows >= target:
-                current.append(Unit(order, path, tuple(run), run_rows))
+                current.append(RowGroupRun(order, path, tuple(run), run_rows))
                 out.append(current)
                 current, current_rows, run, run_rows = [], 0, [], 0
         if run:
-            current.append(Unit(order, path, tuple(run), run_rows))
+            current.append(RowGroupRun(order, path, tuple(run), run_rows))
             current_rows += run_rows
     if current:
         out.append(current)
@@ -223,7 +223,7 @@ def _within(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
 class _Classifier:
     """Classifies the rows of one manifest's batches (runs in the task)."""
 
-    def __init__(self, spec: WindowSpec) -> None:
+    def __init__(self, spec: ManifestSpec) -> None:
         import numpy as np
         import pyarrow as pa
 
@@ -273,16 +273,16 @@ class _Classifier:
 
 
 @dataclass(frozen=True)
-class DirectLoad:
-    """The task function's inputs (pickled once into the closure)."""
+class DirectTask:
+    """One task's work but its row groups: what every task of the load shares (pickled once into the closure)."""
 
-    specs: dict[int, WindowSpec]
+    specs: dict[int, ManifestSpec]
     schema_json: str  # the output Arrow schema, serialized
     body_format: str
     writer: TaskWriter
     fsspec_conf: dict[str, dict[str, Any]]
 
-    def run(self, units: list[Unit], task_tag: str) -> TaskResult:
+    def run(self, runs: list[RowGroupRun], task_tag: str) -> TaskResult:
         import pyarrow as pa
         import pyarrow.ipc
 
@@ -294,30 +294,30 @@ class DirectLoad:
         schema = pyarrow.ipc.read_schema(pa.py_buffer(bytes.fromhex(self.schema_json)))
         result = TaskResult()
         t0 = time.perf_counter()
-        result.files = self.writer.write(self._batches(units, schema, result), task_tag)
+        result.files = self.writer.write(self._batches(runs, schema, result), task_tag)
         result.write_seconds = max(0.0, time.perf_counter() - t0 - result.read_seconds)
         return result
 
-    def _batches(self, units: list[Unit], schema: pa.Schema, result: TaskResult) -> Iterator[pa.RecordBatch]:
+    def _batches(self, runs: list[RowGroupRun], schema: pa.Schema, result: TaskResult) -> Iterator[pa.RecordBatch]:
         import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         classifiers: dict[int, _Classifier] = {}
         fields = [f for f in schema if f.name != "window_id"]
-        for unit in units:
-            spec = self.specs[unit.order]
-            cl = classifiers.get(unit.order) or classifiers.setdefault(unit.order, _Classifier(spec))
+        for run in runs:
+            spec = self.specs[run.order]
+            cl = classifiers.get(run.order) or classifiers.setdefault(run.order, _Classifier(spec))
             window = pa.scalar(spec.window_id, pa.string())
             t = time.perf_counter()
-            with _open_staged(unit.path) as fh:
-                for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, row_groups=list(unit.row_groups),
+            with _open_staged(run.path) as fh:
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, row_groups=list(run.row_groups),
                                                              use_threads=False):
                     cls = cl.classify(batch, result)
                     n_new = int(np.count_nonzero(cls == NEW))
-                    result.read[unit.order] = result.read.get(unit.order, 0) + batch.num_rows
-                    result.loaded[unit.order] = result.loaded.get(unit.order, 0) + int(np.count_nonzero(cls == LOADED))
-                    result.new[unit.order] = result.new.get(unit.order, 0) + n_new
+                    result.read[run.order] = result.read.get(run.order, 0) + batch.num_rows
+                    result.loaded[run.order] = result.loaded.get(run.order, 0) + int(np.count_nonzero(cls == LOADED))
+                    result.new[run.order] = result.new.get(run.order, 0) + n_new
                     if result.outside is None and bool(np.any(cls == OUTSIDE)):
                         i = int(np.flatnonzero(cls == OUTSIDE)[0])
                         result.outside = (spec.window_id, *(_column(batch, c)[i].as_py() for c in
@@ -355,19 +355,19 @@ def schema_hex(schema: pa.Schema) -> str:
     return bytes(schema.serialize()).hex()
 
 
-def run_direct(spark: Any, load: DirectLoad, plan: list[list[Unit]]) -> list[TaskResult]:
+def run_direct(spark: Any, direct: DirectTask, plan: list[list[RowGroupRun]]) -> list[TaskResult]:
     """One Spark task per entry of ``plan``, tagged and crash-armed as spark/load/outputs/tasks.py's."""
     from airflow_provider_rocketmq.spark.load.outputs.tasks import task_tag
 
     crash = TaskCrash.armed()
 
-    def task(parts: Iterator[list[Unit]]) -> Iterator[TaskResult]:
+    def task(parts: Iterator[list[RowGroupRun]]) -> Iterator[TaskResult]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         tag = task_tag(ctx)
-        for units in parts:
-            result = load.run(units, tag)
+        for runs in parts:
+            result = direct.run(runs, tag)
             crash.after_write(ctx, result.files)
             yield result
 
@@ -392,11 +392,11 @@ class DirectPlan:
         t0 = time.monotonic()
         with _open_staged(job.to_read[0].files[0]) as fh:
             schema = output_schema(pq.read_schema(fh), job.body_format)
-        specs = {order: window_spec(order, s.manifest.window_id, s.manifest.topic, job.new(s), job.loaded(s))
+        specs = {order: manifest_spec(order, s.manifest.window_id, s.manifest.topic, job.new(s), job.loaded(s))
                  for order, s in enumerate(job.to_read)}
         plan = plan_tasks([(order, f) for order, s in enumerate(job.to_read) for f in s.files],
                           spark.sparkContext.defaultParallelism)
-        direct = DirectLoad(specs, schema_hex(schema), job.body_format, load.writer(),
+        direct = DirectTask(specs, schema_hex(schema), job.body_format, load.writer(),
                             {k: dict(v) for k, v in fsspec.config.conf.items()})
         results = run_direct(spark, direct, plan)
         files = [f for r in results for f in r.files]

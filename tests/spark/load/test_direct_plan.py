@@ -36,11 +36,11 @@ def run_task(tmp_path: Path, files: list[str], claim: OffsetRanges, held: Offset
     """Run the plan's tasks one after the other here; return their results and the (broker, queue, offset)
     of every row written, in file order."""
     held = held or OffsetRanges()
-    spec = direct_plan.window_spec(0, "w1", "orders", claim - held, claim & held)
+    spec = direct_plan.manifest_spec(0, "w1", "orders", claim - held, claim & held)
     schema = direct_plan.output_schema(pq.read_schema(files[0]), body_format)
     out = tmp_path / "data"
-    load = direct_plan.DirectLoad({0: spec}, direct_plan.schema_hex(schema), body_format, LocalTaskWriter(str(out)), {})
-    results = [load.run(units, f"{i:05d}-{i}") for i, units in enumerate(direct_plan.plan_tasks([(0, f) for f in files], tasks))]
+    load = direct_plan.DirectTask({0: spec}, direct_plan.schema_hex(schema), body_format, LocalTaskWriter(str(out)), {})
+    results = [load.run(runs, f"{i:05d}-{i}") for i, runs in enumerate(direct_plan.plan_tasks([(0, f) for f in files], tasks))]
     written = []
     for r in results:
         for f in r.files:
