@@ -1,7 +1,7 @@
 """The commit of an Iceberg load: its data files and its ledger entry in one snapshot, or nothing.
 
 One attempt: check the table's ledger against the load's ranges, build a fast-append snapshot
-(the data files plus the summary properties of spark/iceberg/ledger.py) on main's current
+(the data files plus the summary properties of spark/load/outputs/iceberg_ledger.py) on main's current
 snapshot, and ask the catalog to swap the table's metadata on the condition that main still
 points at that snapshot (Iceberg's ``AssertRefSnapshotId`` requirement). Whether that swap is
 atomic is the catalog's business: SQL (a conditional UPDATE), Hive (a lock), Glue (a version
