@@ -1,4 +1,4 @@
-"""WindowCollector: contiguous prefixes of pulled batches, tag filtering, bounds, gaps (no broker needed)."""
+"""WindowCollector: queue starts, contiguous prefixes of pulled batches, tag filtering, bounds, gaps (no broker)."""
 
 from __future__ import annotations
 
@@ -29,14 +29,33 @@ class Sink:
         return [o for b in self.batches if (b.mq.broker_name, b.mq.queue_id) == key for o in b.queue_offsets]
 
 
-def collector(high_water: dict[tuple[str, int], int], **kwargs: Any) -> tuple[WindowCollector, Sink]:
+class Starts:
+    """The collector's `QueueStarts` with set answers (0 unless given), recording what it was asked."""
+
+    def __init__(self, initial: dict[tuple[str, int], int] | None = None,
+                 floor: dict[tuple[str, int], int] | None = None) -> None:
+        self.initial_of = dict(initial or {})
+        self.floor_of = dict(floor or {})
+        self.asked: list[tuple[str, tuple[str, int]]] = []
+
+    def initial(self, key: tuple[str, int]) -> int:
+        self.asked.append(("initial", key))
+        return self.initial_of.get(key, 0)
+
+    def floor(self, key: tuple[str, int]) -> int:
+        self.asked.append(("floor", key))
+        return self.floor_of.get(key, 0)
+
+
+def collector(high_water: dict[tuple[str, int], int], starts: Starts | None = None,
+              **kwargs: Any) -> tuple[WindowCollector, Sink]:
     sink = Sink()
-    return WindowCollector(high_water, sink=sink, **kwargs), sink
+    return WindowCollector(high_water, sink=sink, starts=starts or Starts(), **kwargs), sink
 
 
 def test_contiguous_batches_are_staged_as_they_arrive() -> None:
     c, sink = collector({A0: 5})
-    c.set_start(A0, 0)
+    c.take_queues([A0])
     c.offer(batch(A0, [0, 1]))
     assert sink.offsets() == [0, 1] and not c.complete([A0])
     c.offer(batch(A0, [2, 3, 4]))
@@ -45,16 +64,36 @@ def test_contiguous_batches_are_staged_as_they_arrive() -> None:
     assert (s.start, s.end, s.messages, s.bytes) == (0, 5, 5, sum(len(b"b%d" % i) for i in range(5)))
 
 
-def test_the_start_is_resolved_on_the_first_batch_when_the_runner_has_not_set_it() -> None:
-    asked: list[tuple[str, int]] = []
-    c, sink = collector({A0: 3}, resolve_start=lambda key: asked.append(key) or 1)
+def test_the_start_is_resolved_on_the_first_batch_of_a_queue_not_taken_yet() -> None:
+    starts = Starts(initial={A0: 1})
+    c, sink = collector({A0: 3}, starts)
     c.offer(batch(A0, [1, 2]))
-    assert asked == [A0] and sink.offsets() == [1, 2] and c.complete([A0])
+    assert starts.asked == [("initial", A0)] and sink.offsets() == [1, 2] and c.complete([A0])
+
+
+def test_a_queue_start_is_asked_once_and_only_incomplete_queues_refresh_their_floor() -> None:
+    starts = Starts(initial={A0: 2})
+    c, _ = collector({A0: 4, A1: 3}, starts)
+    c.take_queues([A0])
+    c.take_queues([A0, A1])  # A0 has its start: the runner asks on every turn, the collector once
+    assert starts.asked == [("initial", A0), ("initial", A1)]
+    c.offer(batch(A1, [0, 1, 2]))
+    c.offer(batch(A0, [5]))  # a gap, explained by nothing: A0 is settled, complete
+    c.take_queues([A0, A1])
+    starts.asked.clear()
+    c.refresh_floors([A0, A1])
+    assert starts.asked == [] and c.complete([A0, A1])
+    c2, _ = collector({A0: 4, A1: 3}, starts)
+    c2.take_queues([A0, A1])
+    c2.offer(batch(A1, [0, 1, 2]))
+    starts.asked.clear()
+    c2.refresh_floors([A0, A1])
+    assert starts.asked == [("floor", A0)]
 
 
 def test_redeliveries_offsets_outside_the_window_and_foreign_queues_are_ignored() -> None:
-    c, sink = collector({A0: 4})
-    c.set_start(A0, 1)
+    c, sink = collector({A0: 4}, Starts(initial={A0: 1}))
+    c.take_queues([A0])
     c.offer(batch(A0, [0, 1]))  # 0 is below the start
     c.offer(batch(A0, [1, 2]))  # 1 again
     c.offer(batch(A0, [3, 4, 5]))  # past the high-water mark
@@ -66,7 +105,7 @@ def test_redeliveries_offsets_outside_the_window_and_foreign_queues_are_ignored(
 
 def test_tag_filter_covers_offsets_without_staging_them() -> None:
     c, sink = collector({A0: 4}, tags=parse_tag_expression("A || B"))
-    c.set_start(A0, 0)
+    c.take_queues([A0])
     c.offer(batch(A0, [0, 1, 2, 3], tags=["A", "C", None, "B"]))
     assert c.complete([A0]) and sink.offsets() == [0, 3]
     (s,) = c.slices()
@@ -74,9 +113,8 @@ def test_tag_filter_covers_offsets_without_staging_them() -> None:
 
 
 def test_max_messages_trims_the_batch_and_the_end_offset_follows() -> None:
-    c, sink = collector({A0: 10, A1: 10}, max_messages=5)
-    c.set_start(A0, 0)
-    c.set_start(A1, 4)
+    c, sink = collector({A0: 10, A1: 10}, Starts(initial={A1: 4}), max_messages=5)
+    c.take_queues([A0, A1])
     c.offer(batch(A0, [0, 1, 2]))
     assert not c.bound_reached()
     c.offer(batch(A1, [4, 5, 6, 7]))
@@ -89,16 +127,15 @@ def test_max_messages_trims_the_batch_and_the_end_offset_follows() -> None:
 
 def test_max_bytes_bound_never_leaves_the_window_empty() -> None:
     c, sink = collector({A0: 3}, max_bytes=5)
-    c.set_start(A0, 0)
+    c.take_queues([A0])
     c.offer(batch(A0, [0, 1, 2], body=b"0123456789"))
     (s,) = c.slices()
     assert (s.end, s.messages) == (1, 1) and c.bound_reached() and sink.offsets() == [0]
 
 
 def test_a_gap_explained_by_another_members_commit_moves_the_frontier() -> None:
-    floors = {A0: 3}
-    c, sink = collector({A0: 6}, resolve_floor=lambda key: floors[key])
-    c.set_start(A0, 0)
+    c, sink = collector({A0: 6}, Starts(floor={A0: 3}))
+    c.take_queues([A0])
     c.offer(batch(A0, [3, 4, 5]))  # the consumer started at 3: 0..2 were committed by someone else
     assert c.complete([A0]) and sink.offsets() == [3, 4, 5]
     (s,) = c.slices()
@@ -106,8 +143,8 @@ def test_a_gap_explained_by_another_members_commit_moves_the_frontier() -> None:
 
 
 def test_an_unexplained_gap_settles_the_queue_where_it_is() -> None:
-    c, sink = collector({A0: 10}, resolve_floor=lambda key: 0)
-    c.set_start(A0, 0)
+    c, sink = collector({A0: 10})
+    c.take_queues([A0])
     c.offer(batch(A0, [0, 1]))
     c.offer(batch(A0, [5, 6]))  # 2..4 never came and nobody else has them
     assert c.complete([A0])  # no point waiting for an idle timeout
@@ -116,10 +153,12 @@ def test_an_unexplained_gap_settles_the_queue_where_it_is() -> None:
 
 
 def test_raising_the_start_keeps_what_was_staged_and_moves_on() -> None:
-    c, sink = collector({A0: 8})
-    c.set_start(A0, 0)
+    starts = Starts()
+    c, sink = collector({A0: 8}, starts)
+    c.take_queues([A0])
     c.offer(batch(A0, [0, 1]))
-    c.set_start(A0, 5)  # offsets 2..4 were committed by another member meanwhile
+    starts.floor_of[A0] = 5  # offsets 2..4 were committed by another member meanwhile
+    c.refresh_floors([A0])
     c.offer(batch(A0, [2, 3, 4, 5]))  # our consumer was behind: only 5 is ours
     c.offer(batch(A0, [6, 7]))
     assert c.complete([A0]) and sink.offsets() == [0, 1, 5, 6, 7]
@@ -129,14 +168,20 @@ def test_raising_the_start_keeps_what_was_staged_and_moves_on() -> None:
 
 
 def test_gaps_in_a_row_merge_and_a_jump_before_staging_moves_the_start_instead() -> None:
-    c, sink = collector({A0: 20})
-    c.set_start(A0, 0)
-    c.set_start(A0, 3)  # nothing staged yet: the range starts at 3, no gap
+    starts = Starts()
+    c, sink = collector({A0: 20}, starts)
+
+    def floor(offset: int) -> None:
+        starts.floor_of[A0] = offset
+        c.refresh_floors([A0])
+
+    c.take_queues([A0])
+    floor(3)  # nothing staged yet: the range starts at 3, no gap
     c.offer(batch(A0, [3, 4]))
-    c.set_start(A0, 8)
-    c.set_start(A0, 10)  # no progress in between: one gap [5, 10)
+    floor(8)
+    floor(10)  # no progress in between: one gap [5, 10)
     c.offer(batch(A0, [10, 11]))
-    c.set_start(A0, 15)
+    floor(15)
     c.offer(batch(A0, [15, 16, 17, 18, 19]))
     (s,) = c.slices()
     assert (s.start, s.end, s.messages, s.gaps) == (3, 20, 9, ((5, 10), (12, 15)))
@@ -144,8 +189,8 @@ def test_gaps_in_a_row_merge_and_a_jump_before_staging_moves_the_start_instead()
 
 
 def test_empty_queue_is_complete_at_once() -> None:
-    c, _ = collector({A0: 7})
-    c.set_start(A0, 7)
+    c, _ = collector({A0: 7}, Starts(initial={A0: 7}))
+    c.take_queues([A0])
     assert c.complete([A0]) and c.slices()[0].messages == 0
 
 
@@ -158,8 +203,8 @@ def test_close_waits_for_a_batch_still_in_the_sink_and_then_admits_nothing() -> 
         release.wait(10)
         got.append(b)
 
-    c = WindowCollector({A0: 10}, sink=slow_sink)
-    c.set_start(A0, 0)
+    c = WindowCollector({A0: 10}, sink=slow_sink, starts=Starts())
+    c.take_queues([A0])
     t = threading.Thread(target=c.offer, args=(batch(A0, [0, 1]),))
     t.start()
     assert entered.wait(10)
@@ -177,7 +222,7 @@ def test_close_waits_for_a_batch_still_in_the_sink_and_then_admits_nothing() -> 
 
 def test_the_runner_is_woken_when_a_queue_completes() -> None:
     c, _ = collector({A0: 3})
-    c.set_start(A0, 0)
+    c.take_queues([A0])
     woke = threading.Event()
 
     def runner() -> None:  # the runner loop's shape: re-check, then wait
@@ -204,7 +249,7 @@ def test_bad_expression_names_the_field() -> None:
 def test_admitted_batches_do_not_wake_the_runner_until_its_decision_may_change() -> None:
     # a wake-up per pulled batch would cost the runner thread a loop turn (and a GIL hand-off) each
     c, _ = collector({A0: 100})
-    c.set_start(A0, 0)
+    c.take_queues([A0])
     returned = threading.Event()
     t = threading.Thread(target=lambda: (c.wait_for_change(30), returned.set()))
     t.start()

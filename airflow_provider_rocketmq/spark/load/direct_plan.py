@@ -1,33 +1,21 @@
-"""Staged windows loaded by Spark tasks that read the staged Parquet files themselves (no Airflow).
+"""The direct plan: Spark tasks read the staged Parquet files themselves and write the new rows in one pass.
 
-The general plan of `load_window.py` reads the staged files into Spark rows, classifies every
-row against the ledger with column expressions, and drops repeated offsets with a window
-function: the rows cross Parquet -> JVM rows -> shuffle and sort -> Arrow -> Python before the
-tasks write them. For a window that cannot hold a repeated offset this work buys nothing, so
-when the driver can *prove* there is none, this module loads the window in one pass instead:
+It applies when every manifest to read is staged Parquet, the body format is utf8 or binary, the
+writer is ``tasks`` and the manifests' new ranges (claim minus held) are pairwise disjoint. The
+driver splits the staged files into runs of whole row groups (`plan_tasks`) and runs one Spark task
+per run (``RDD.mapPartitions``: no row enters the JVM or the driver, no shuffle). Each task reads its
+row groups with pyarrow (+ fsspec for URLs), classifies each row with numpy against its manifest's
+ranges (new, already loaded, outside -> the load fails), converts the body and hands the new rows to
+the output's `TaskWriter`; it returns its files, counts and, per queue, the offset intervals its new
+rows cover.
 
-- the driver splits the staged files into row-group runs (`plan_tasks`) and runs one Spark
-  task per run (``RDD.mapPartitions``: no row ever enters the JVM or the driver);
-- each task reads its row groups with pyarrow (+ fsspec for URLs), classifies each row
-  with numpy against its manifest's offset ranges (new: claimed and not held; already
-  loaded: claimed and held; outside: not claimed -> the load fails), converts the body and
-  hands the new rows to the output kind's `TaskWriter` (the same writers as the general plan);
-- each task returns its files, its counts, and for every queue the offset intervals its new
-  rows cover (strictly increasing offsets within each record batch are checked).
-
-**Why no offset is written twice.** Offsets of different manifests: the direct plan is only
-taken when the manifests' new ranges (claim minus held) are pairwise disjoint, and a row is
-only written when its offset lies in its own manifest's new range. Offsets of one manifest:
-the driver checks, per queue, that the intervals every task reported are pairwise disjoint
-(`check_disjoint`), and within one interval the offsets come from batches that were strictly
-increasing and each starts above the previous one's end. If that proof fails (a staged window
-with a repeated or reordered offset), `NeedsDedup` is raised *before the commit*: the files
-written are never listed in a commit, and `load_window.py` loads the windows again with the
-general plan (which keeps the first row of each offset). So the direct plan changes how fast a
-load runs, never what it writes; its counts have ``duplicates = 0`` by construction.
-
-Not used for offsets hand-offs (read from the brokers), ``--body-format json`` (Spark parses
-the VARIANT) or ``--writer spark``.
+Why no offset is written twice: across manifests, a row is written only when its offset lies in its
+own manifest's new range, and those ranges are disjoint. Within one manifest, the driver checks that
+the intervals every task reported per queue are pairwise disjoint (`check_disjoint`), and within an
+interval the offsets come from batches that each were strictly increasing and started above the
+previous one's end. If that proof fails (a staged window with a repeated or reordered offset), the
+plan gives up before the commit (`PlanGaveUp`) and the general plan loads the windows. So this plan
+changes how fast a load runs, never what it writes; its counts have ``duplicates = 0``.
 """
 
 from __future__ import annotations
@@ -40,13 +28,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_rocketmq.spark.load import ledger as lg
+from airflow_provider_rocketmq.spark.load.crash_points import TaskCrash
+from airflow_provider_rocketmq.spark.load.ledger import OffsetRanges
+from airflow_provider_rocketmq.spark.load.plan import LoadInput, PlanGaveUp
+from airflow_provider_rocketmq.spark.load.staged import LoadError, is_url, local_path
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
+    from pyspark.sql import SparkSession
 
-    from airflow_provider_rocketmq.spark.load.outputs import DataFile, TaskWriter
+    from airflow_provider_rocketmq.spark.load.outputs import DataFile, PendingLoad, TaskWriter
+    from airflow_provider_rocketmq.spark.load.report import LoadReport
 
 ROWS_PER_TASK = 1_000_000  # at least one task per this many rows, and at least one per core
 BATCH_ROWS = 65_536
@@ -62,7 +55,7 @@ class NeedsDedup(Exception):
 
 
 @dataclass(frozen=True)
-class WindowSpec:
+class ManifestSpec:
     """What a task needs to classify the rows of one manifest (small, pickled into tasks)."""
 
     order: int  # the manifest's place in load order
@@ -74,10 +67,10 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
-class Unit:
-    """Row groups of one staged file."""
+class RowGroupRun:
+    """Consecutive row groups of one staged file: part of a task's work."""
 
-    order: int
+    order: int  # the manifest's place in load order
     path: str
     row_groups: tuple[int, ...]
     rows: int
@@ -100,7 +93,7 @@ def queue_code(broker_index: int, queue_id: int) -> int:
     return broker_index * _QUEUE_SHIFT + (queue_id + _QUEUE_BIAS)
 
 
-def window_spec(order: int, window_id: str, topic: str, new: lg.OffsetRanges, loaded: lg.OffsetRanges) -> WindowSpec:
+def manifest_spec(order: int, window_id: str, topic: str, new: OffsetRanges, loaded: OffsetRanges) -> ManifestSpec:
     keys = set(new.by_queue) | set(loaded.by_queue)
     brokers = tuple(sorted({b for t, b, _ in keys if t == topic}))
     ranges = {}
@@ -111,12 +104,12 @@ def window_spec(order: int, window_id: str, topic: str, new: lg.OffsetRanges, lo
         n, ld = new.by_queue.get(key, ()), loaded.by_queue.get(key, ())
         ranges[queue_code(brokers.index(broker), qid)] = (
             tuple(s for s, _ in n), tuple(e for _, e in n), tuple(s for s, _ in ld), tuple(e for _, e in ld))
-    return WindowSpec(order, window_id, topic, brokers, ranges)
+    return ManifestSpec(order, window_id, topic, brokers, ranges)
 
 
-def claims_disjoint(claims: Sequence[lg.OffsetRanges]) -> bool:
+def claims_disjoint(claims: Sequence[OffsetRanges]) -> bool:
     """True when no offset lies in two of ``claims``."""
-    seen = lg.OffsetRanges()
+    seen = OffsetRanges()
     for c in claims:
         if c & seen:
             return False
@@ -124,28 +117,24 @@ def claims_disjoint(claims: Sequence[lg.OffsetRanges]) -> bool:
     return True
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
-def _open(path: str) -> Any:
-    if _is_url(path):
+def _open_staged(path: str) -> Any:
+    if is_url(path):
         import fsspec
 
         return fsspec.open(path, "rb").open()
-    return open(path.removeprefix("file://"), "rb")
+    return open(local_path(path), "rb")
 
 
 def _row_groups(path: str) -> list[int]:
     import pyarrow.parquet as pq
 
-    with _open(path) as fh:
+    with _open_staged(path) as fh:
         meta = pq.read_metadata(fh)
     return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
 
 
 def plan_tasks(files: Sequence[tuple[int, str]], parallelism: int,
-               rows_per_task: int = ROWS_PER_TASK) -> list[list[Unit]]:
+               rows_per_task: int = ROWS_PER_TASK) -> list[list[RowGroupRun]]:
     """Split ``(order, path)`` staged files into runs of whole row groups, in load order:
     at least ``parallelism`` tasks (when there are enough row groups) and at most
     ``rows_per_task`` rows per task where row groups allow. Reads each file's footer."""
@@ -156,10 +145,10 @@ def plan_tasks(files: Sequence[tuple[int, str]], parallelism: int,
         return []
     tasks = max(parallelism, math.ceil(total / rows_per_task))
     target = math.ceil(total / tasks)
-    out: list[list[Unit]] = []
-    current: list[Unit] = []
+    out: list[list[RowGroupRun]] = []
+    current: list[RowGroupRun] = []
     current_rows = 0
-    for (order, path), sizes in zip(files, groups):
+    for (order, path), sizes in zip(files, groups, strict=True):
         run: list[int] = []
         run_rows = 0
         for i, rows in enumerate(sizes):
@@ -168,11 +157,11 @@ def plan_tasks(files: Sequence[tuple[int, str]], parallelism: int,
             run.append(i)
             run_rows += rows
             if current_rows + run_rows >= target:
-                current.append(Unit(order, path, tuple(run), run_rows))
+                current.append(RowGroupRun(order, path, tuple(run), run_rows))
                 out.append(current)
                 current, current_rows, run, run_rows = [], 0, [], 0
         if run:
-            current.append(Unit(order, path, tuple(run), run_rows))
+            current.append(RowGroupRun(order, path, tuple(run), run_rows))
             current_rows += run_rows
     if current:
         out.append(current)
@@ -234,7 +223,7 @@ def _within(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
 class _Classifier:
     """Classifies the rows of one manifest's batches (runs in the task)."""
 
-    def __init__(self, spec: WindowSpec) -> None:
+    def __init__(self, spec: ManifestSpec) -> None:
         import numpy as np
         import pyarrow as pa
 
@@ -258,7 +247,7 @@ class _Classifier:
         codes, offsets = code[order], offset[order]
         cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
         cls_sorted = np.full(len(codes), OUTSIDE, dtype=np.int8)
-        for s, e in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(codes)]))):
+        for s, e in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(codes)])), strict=True):
             c = int(codes[s])
             ranges = self.ranges.get(c)
             if ranges is None:
@@ -284,16 +273,16 @@ class _Classifier:
 
 
 @dataclass(frozen=True)
-class DirectLoad:
-    """The task function's inputs (pickled once into the closure)."""
+class DirectTask:
+    """One task's work but its row groups: what every task of the load shares (pickled once into the closure)."""
 
-    specs: dict[int, WindowSpec]
+    specs: dict[int, ManifestSpec]
     schema_json: str  # the output Arrow schema, serialized
     body_format: str
     writer: TaskWriter
     fsspec_conf: dict[str, dict[str, Any]]
 
-    def run(self, units: list[Unit], task_tag: str) -> TaskResult:
+    def run(self, runs: list[RowGroupRun], task_tag: str) -> TaskResult:
         import pyarrow as pa
         import pyarrow.ipc
 
@@ -305,30 +294,30 @@ class DirectLoad:
         schema = pyarrow.ipc.read_schema(pa.py_buffer(bytes.fromhex(self.schema_json)))
         result = TaskResult()
         t0 = time.perf_counter()
-        result.files = self.writer.write(self._batches(units, schema, result), task_tag)
+        result.files = self.writer.write(self._batches(runs, schema, result), task_tag)
         result.write_seconds = max(0.0, time.perf_counter() - t0 - result.read_seconds)
         return result
 
-    def _batches(self, units: list[Unit], schema: pa.Schema, result: TaskResult) -> Iterator[pa.RecordBatch]:
+    def _batches(self, runs: list[RowGroupRun], schema: pa.Schema, result: TaskResult) -> Iterator[pa.RecordBatch]:
         import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         classifiers: dict[int, _Classifier] = {}
-        names = [f.name for f in schema if f.name != "window_id"]
-        for unit in units:
-            spec = self.specs[unit.order]
-            cl = classifiers.get(unit.order) or classifiers.setdefault(unit.order, _Classifier(spec))
+        fields = [f for f in schema if f.name != "window_id"]
+        for run in runs:
+            spec = self.specs[run.order]
+            cl = classifiers.get(run.order) or classifiers.setdefault(run.order, _Classifier(spec))
             window = pa.scalar(spec.window_id, pa.string())
             t = time.perf_counter()
-            with _open(unit.path) as fh:
-                for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, row_groups=list(unit.row_groups),
+            with _open_staged(run.path) as fh:
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, row_groups=list(run.row_groups),
                                                              use_threads=False):
                     cls = cl.classify(batch, result)
                     n_new = int(np.count_nonzero(cls == NEW))
-                    result.read[unit.order] = result.read.get(unit.order, 0) + batch.num_rows
-                    result.loaded[unit.order] = result.loaded.get(unit.order, 0) + int(np.count_nonzero(cls == LOADED))
-                    result.new[unit.order] = result.new.get(unit.order, 0) + n_new
+                    result.read[run.order] = result.read.get(run.order, 0) + batch.num_rows
+                    result.loaded[run.order] = result.loaded.get(run.order, 0) + int(np.count_nonzero(cls == LOADED))
+                    result.new[run.order] = result.new.get(run.order, 0) + n_new
                     if result.outside is None and bool(np.any(cls == OUTSIDE)):
                         i = int(np.flatnonzero(cls == OUTSIDE)[0])
                         result.outside = (spec.window_id, *(_column(batch, c)[i].as_py() for c in
@@ -340,42 +329,93 @@ class DirectLoad:
                         continue
                     if n_new < batch.num_rows:
                         batch = batch.filter(pa.array(cls == NEW))
-                    cols = []
-                    for name, f in zip(names, schema):
-                        col = _column(batch, name)
-                        if name == "body" and self.body_format == "utf8" and not pa.types.is_string(col.type) \
-                                and not pa.types.is_large_string(col.type):
-                            col = col.view(f.type)  # as Spark's binary -> string cast: the bytes unchanged
-                        cols.append(col.cast(f.type) if col.type != f.type else col)
-                    cols.append(pa.repeat(window, batch.num_rows))
-                    out = pa.RecordBatch.from_arrays(cols, schema=schema)
+                    out = self._output_batch(batch, schema, fields, window)
                     result.read_seconds += time.perf_counter() - t
                     yield out
                     t = time.perf_counter()
             result.read_seconds += time.perf_counter() - t
+
+    def _output_batch(self, batch: pa.RecordBatch, schema: pa.Schema, fields: list[pa.Field],
+                      window: pa.Scalar) -> pa.RecordBatch:
+        """``batch``'s columns as the output ``schema`` has them, ``window_id`` added."""
+        import pyarrow as pa
+
+        cols = []
+        for f in fields:
+            col = _column(batch, f.name)
+            if f.name == "body" and self.body_format == "utf8" and not pa.types.is_string(col.type) \
+                    and not pa.types.is_large_string(col.type):
+                col = col.view(f.type)  # as Spark's binary -> string cast: the bytes unchanged
+            cols.append(col.cast(f.type) if col.type != f.type else col)
+        cols.append(pa.repeat(window, batch.num_rows))
+        return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 def schema_hex(schema: pa.Schema) -> str:
     return bytes(schema.serialize()).hex()
 
 
-def run_direct(spark: Any, load: DirectLoad, plan: list[list[Unit]]) -> list[TaskResult]:
-    """One Spark task per entry of ``plan``; the task tag is ``<partition>-<task attempt id>``
-    (unique per attempt, as spark/load/outputs/tasks.py). The test hooks of tasks.py apply."""
-    from airflow_provider_rocketmq.spark.load.outputs.tasks import after_task_write, task_hooks
+def run_direct(spark: Any, direct: DirectTask, plan: list[list[RowGroupRun]]) -> list[TaskResult]:
+    """One Spark task per entry of ``plan``, tagged and crash-armed as spark/load/outputs/tasks.py's."""
+    from airflow_provider_rocketmq.spark.load.outputs.tasks import task_tag
 
-    hooks = task_hooks()
+    crash = TaskCrash.armed()
 
-    def task(parts: Iterator[list[Unit]]) -> Iterator[TaskResult]:
+    def task(parts: Iterator[list[RowGroupRun]]) -> Iterator[TaskResult]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        tag = f"{ctx.partitionId():05d}-{ctx.taskAttemptId()}" if ctx is not None else "00000-0"
-        for units in parts:
-            result = load.run(units, tag)
-            after_task_write(hooks, ctx, result.files)
+        tag = task_tag(ctx)
+        for runs in parts:
+            result = direct.run(runs, tag)
+            crash.after_write(ctx, result.files)
             yield result
 
     if not plan:
         return []
     return spark.sparkContext.parallelize(plan, len(plan)).mapPartitions(task).collect()  # type: ignore[no-any-return]  # mapPartitions loses the element type
+
+
+class DirectPlan:
+    name = "direct"
+    description = "the direct plan (Spark tasks read the staged files and write the new rows in one pass)"
+
+    def applies(self, job: LoadInput) -> bool:
+        return (job.staged_read == "auto" and job.writer == "tasks" and job.body_format in ("utf8", "binary")
+                and all(not s.offsets_handoff and s.files for s in job.to_read)
+                and claims_disjoint([job.new(s) for s in job.to_read]))
+
+    def write(self, spark: SparkSession, job: LoadInput, load: PendingLoad, report: LoadReport) -> list[DataFile]:
+        import fsspec.config
+        import pyarrow.parquet as pq
+
+        t0 = time.monotonic()
+        with _open_staged(job.to_read[0].files[0]) as fh:
+            schema = output_schema(pq.read_schema(fh), job.body_format)
+        specs = {order: manifest_spec(order, s.manifest.window_id, s.manifest.topic, job.new(s), job.loaded(s))
+                 for order, s in enumerate(job.to_read)}
+        plan = plan_tasks([(order, f) for order, s in enumerate(job.to_read) for f in s.files],
+                          spark.sparkContext.defaultParallelism)
+        direct = DirectTask(specs, schema_hex(schema), job.body_format, load.writer(),
+                            {k: dict(v) for k, v in fsspec.config.conf.items()})
+        results = run_direct(spark, direct, plan)
+        files = [f for r in results for f in r.files]
+        bad = next((r.outside for r in results if r.outside is not None), None)
+        if bad is not None:
+            raise LoadError(f"window {bad[0]}: staged row {bad[1]} {bad[2]}:{bad[3]} offset {bad[4]} lies outside "
+                            f"its manifest's queue ranges")
+        try:
+            check_disjoint(results)
+        except NeedsDedup as exc:
+            raise PlanGaveUp(str(exc), files) from exc
+        for r in results:
+            for order, n in r.read.items():
+                report.add(order, read=n, loaded=r.loaded.get(order, 0))
+        report.files_read = sum(len(s.files) for s in job.to_read)
+        report.read_seconds = sum(r.read_seconds for r in results)
+        report.write_seconds = sum(r.write_seconds for r in results)
+        report.job_seconds = time.monotonic() - t0
+        return files
+
+
+PLAN = DirectPlan()

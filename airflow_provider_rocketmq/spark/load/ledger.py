@@ -1,39 +1,17 @@
-"""The load ledger: which queue offsets a `load_window` output already holds, kept inside the output.
+"""The load ledger's format: which queue offsets an output holds, as offset ranges and committed entries.
 
-Layout of an output directory (docs/CONTRACTS.md, "Load ledger")::
-
-    <output>/window_id=<id>/part-<load_id>-<n>.parquet   published rows: what every reader sees
-    <output>/_rocketmq_ledger/<seq:010d>.json            one entry per committed load (the commit record)
-    <output>/_rocketmq_loads/<load_id>.lock              flock held by the live driver of a load
-    <output>/_rocketmq_loads/<load_id>/data/             a load's rows before they are published
-
-A load (1) writes its rows under ``_rocketmq_loads/<load_id>/data`` and fsyncs them,
-(2) commits by creating the next ledger entry exclusively (temp file, fsync, hard link
-to the final name: it fails if a concurrent load took that number first), (3) publishes
-by renaming each file into its ``window_id=`` directory. Names starting with ``_`` are
-hidden from Spark and pyarrow readers, so a reader never sees rows of an uncommitted
-load. A crash before (2) leaves an abandoned load directory (discarded later); a crash
-after (2) leaves rows that are committed but not yet published: invisible (never
-duplicated) until the next load of the output, or `recover`, finishes the renames.
-
-Each entry records the offset ranges ``[start, end)`` per (topic, broker, queue_id) the
-load covered; their union is what the output holds. Entries never overlap: a commit
-whose ranges meet a range committed after the load's snapshot raises `LedgerConflict`.
-
-`OutputStore` needs a POSIX file system with hard links and ``flock`` (local disk, NFSv4, a
-mounted volume). Object stores keep the same entries (`LedgerEntry`, `OffsetRanges`) but
-commit by a conditional create and have no locks: spark/load/outputs/objectstore.py. Imports
-neither Spark nor Airflow.
+`OffsetRanges` is the arithmetic every load plans with (union, difference, intersection of
+half-open intervals per (topic, broker, queue_id)). A `LedgerEntry` records one committed load:
+the ranges it covered and the files holding their rows; the union of an output's entries is what
+it holds, and no two entries overlap (a commit that would overlap raises `LedgerConflict`).
+Parquet outputs keep one JSON entry per load under ``<output>/_rocketmq_ledger/`` and a load's
+unpublished rows under ``<output>/_rocketmq_loads/<load_id>/``; how each kind commits is in
+spark/load/outputs/. Imports neither Spark nor Airflow.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
 import re
-import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,8 +22,8 @@ from typing import Any, TypeGuard
 LEDGER_DIR = "_rocketmq_ledger"
 LOADS_DIR = "_rocketmq_loads"
 LEDGER_VERSION = 1
-_ENTRY_RE = re.compile(r"^(\d{10})\.json$")
-_LOAD_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
+ENTRY_RE = re.compile(r"^(\d{10})\.json$")  # an entry's file name; the group is its sequence number
+LOAD_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
 
 QueueKey = tuple[str, str, int]  # (topic, broker, queue_id)
 Interval = tuple[int, int]  # [start, end)
@@ -206,7 +184,7 @@ class LedgerEntry:
             raise LedgerError(where, f"unsupported ledger version {d.get('version')!r} "
                               f"(expected {LEDGER_VERSION})")
         seq, load_id, rows = d.get("seq"), d.get("load_id"), d.get("rows")
-        if not (_is_int(seq) and _is_int(rows) and isinstance(load_id, str) and _LOAD_ID_RE.match(load_id)):
+        if not (_is_int(seq) and _is_int(rows) and isinstance(load_id, str) and LOAD_ID_RE.match(load_id)):
             raise LedgerError(where, "seq, load_id and rows are required (integer, load id, integer)")
         windows, files = d.get("windows"), d.get("files")
         if not isinstance(windows, list) or not all(isinstance(w, str) for w in windows):
@@ -222,7 +200,7 @@ class LedgerEntry:
                                   "and integer rows/bytes")
             parsed.append(PublishedFile(f["source"], f["path"], f["rows"], f["bytes"]))
         aborted = d.get("aborted", [])
-        if not isinstance(aborted, list) or not all(isinstance(a, str) and _LOAD_ID_RE.match(a) for a in aborted):
+        if not isinstance(aborted, list) or not all(isinstance(a, str) and LOAD_ID_RE.match(a) for a in aborted):
             raise LedgerError(where, "aborted: expected a list of load ids")
         return cls(seq=seq, load_id=load_id, committed_at=str(d.get("committed_at", "")),
                    windows=tuple(windows), ranges=OffsetRanges.from_json(d.get("ranges"), where),
@@ -234,47 +212,13 @@ def _inside(rel: str) -> bool:
     return bool(rel) and not p.is_absolute() and ".." not in p.parts
 
 
+def entry_name(seq: int) -> str:
+    return f"{seq:010d}.json"
+
+
 def new_load_id() -> str:
+    """A load's id: its start time (UTC, to the second) and 12 random hex digits."""
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:12]
-
-
-# --- durability helpers ---------------------------------------------------------------------------
-
-def _fsync_path(path: Path, *, directory: bool = False) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on directories; renames stay atomic
-    finally:
-        os.close(fd)
-
-
-def _holds(fd: int, path: Path) -> bool:
-    """Whether ``path`` still names the file ``fd`` has open: a flock on a lock file that another
-    process has meanwhile unlinked (or replaced) locks nothing anyone else will look at."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    own = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
-
-
-def _makedirs(path: Path) -> None:
-    """mkdir -p, fsyncing each new directory's parent so the directory survives a crash."""
-    missing = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            d.mkdir()
-        _fsync_path(d.parent, directory=True)
 
 
 # --- the ledger of one output ---------------------------------------------------------------------
@@ -298,261 +242,3 @@ class Ledger:
 
     def by_load_id(self, load_id: str) -> LedgerEntry | None:
         return next((e for e in self.entries if e.load_id == load_id), None)
-
-
-@dataclass
-class Recovery:
-    """What `recover` found: loads whose publication it finished, and abandoned loads it removed."""
-
-    published: list[str] = field(default_factory=list)
-    discarded: list[str] = field(default_factory=list)
-    busy: list[str] = field(default_factory=list)  # loads whose driver is still alive
-
-
-class OutputStore:
-    """The ledger and load directories of one local output directory."""
-
-    def __init__(self, output: str | os.PathLike[str]) -> None:
-        self.output = Path(output).resolve()
-        self.ledger_dir = self.output / LEDGER_DIR
-        self.loads_dir = self.output / LOADS_DIR
-
-    # -- reading -----------------------------------------------------------------------------------
-    def check_layout(self) -> None:
-        """Refuse an existing, non-empty directory that is not a ledger-managed output."""
-        if not self.output.exists():
-            return
-        if not self.output.is_dir():
-            raise LedgerError("--output", f"{self.output} exists and is not a directory")
-        if self.ledger_dir.is_dir():
-            return
-        others = sorted(p.name for p in self.output.iterdir() if p.name != LOADS_DIR)
-        if others:
-            raise LedgerError("--output", f"{self.output} holds {others[0]!r} but no {LEDGER_DIR}/: not an "
-                              "output of this loader (or written by a version without a ledger); "
-                              "load into a new directory")
-
-    def read(self) -> Ledger:
-        if not self.ledger_dir.is_dir():
-            return Ledger(self.output, ())
-        entries = []
-        for p in sorted(self.ledger_dir.iterdir()):
-            m = _ENTRY_RE.match(p.name)
-            if m:
-                entries.append(self._read_entry(p, int(m.group(1))))
-        for i, e in enumerate(entries, start=1):
-            if e.seq != i:
-                raise LedgerError(str(self.ledger_dir), f"entry {i:010d}.json is missing (next is {e.seq})")
-        return Ledger(self.output, tuple(entries))
-
-    def _read_entry(self, p: Path, seq: int) -> LedgerEntry:
-        try:
-            entry = LedgerEntry.from_dict(json.loads(p.read_bytes()), str(p))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise LedgerError(str(p), f"not valid JSON ({exc})") from None
-        if entry.seq != seq:
-            raise LedgerError(str(p), f"seq {entry.seq} does not match the file name")
-        return entry
-
-    def entry_path(self, seq: int) -> Path:
-        return self.ledger_dir / f"{seq:010d}.json"
-
-    # -- one load ----------------------------------------------------------------------------------
-    def begin(self) -> LoadDir:
-        """Reserve a load directory, locked by this process for as long as it lives."""
-        _makedirs(self.ledger_dir)
-        _makedirs(self.loads_dir)
-        for _ in range(8):
-            load_id = new_load_id()
-            lock_path = self.loads_dir / f"{load_id}.lock"
-            try:
-                fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
-            except FileExistsError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)  # a recovery took the brand-new lock first; try another id
-                continue
-            if not _holds(fd, lock_path):
-                os.close(fd)  # a recovery took it, discarded it and unlinked it before our flock
-                continue
-            load = LoadDir(self, load_id, fd)
-            load.data_dir.parent.mkdir()
-            return load
-        raise LedgerError(str(self.loads_dir), "could not reserve a load directory")
-
-    def commit(self, load: LoadDir, base: Ledger, ranges: OffsetRanges, windows: Iterable[str],
-               files: Iterable[PublishedFile], rows: int) -> LedgerEntry:
-        """Create the next ledger entry for ``load``; `LedgerConflict` if a load committed since
-        ``base`` covers any of ``ranges`` (then nothing of ``load`` may be published)."""
-        seq = base.last_seq + 1
-        files = tuple(files)
-        tmp = self.ledger_dir / f".{load.load_id}.json.tmp"
-        while True:
-            target = self.entry_path(seq)
-            if target.exists():
-                other = self._read_entry(target, seq)
-                clash = other.ranges & ranges
-                if clash:
-                    (key, start, end), *_ = clash.intervals()
-                    raise LedgerConflict(str(target), f"load {other.load_id} committed {key[0]} {key[1]}:"
-                                         f"{key[2]} offsets [{start}, {end}) while this load ran; nothing "
-                                         "of this load was published: run it again")
-                seq += 1
-                continue
-            entry = LedgerEntry(seq=seq, load_id=load.load_id,
-                                committed_at=datetime.now(timezone.utc).isoformat(),
-                                windows=tuple(sorted(set(windows))), ranges=ranges, files=files, rows=rows)
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(entry.to_dict(), fh, indent=1, sort_keys=True)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                os.link(tmp, target)  # atomic and never clobbers: the commit point
-            except FileExistsError:
-                continue  # a concurrent load took this number: check it for overlap, try the next
-            finally:
-                tmp.unlink(missing_ok=True)
-            _fsync_path(self.ledger_dir, directory=True)
-            return entry
-
-    def publish(self, entry: LedgerEntry) -> None:
-        """Move ``entry``'s files from its load directory into place; safe to repeat after a crash."""
-        data = self.loads_dir / entry.load_id / "data"
-        touched: set[Path] = set()
-        for f in entry.files:
-            src, dst = data / f.source, self.output / f.path
-            if src.exists():
-                _makedirs(dst.parent)
-                os.replace(src, dst)
-                touched.add(dst.parent)
-            elif not dst.exists():
-                raise LedgerError(str(self.entry_path(entry.seq)),
-                                  f"{f.path} is neither published nor in load {entry.load_id}'s directory")
-            crash_hook("mid_publish")
-        for d in touched:
-            _fsync_path(d, directory=True)
-
-    def recover(self) -> Recovery:
-        """Finish publishing committed loads and remove abandoned ones whose driver is gone.
-
-        A load is left alone while its driver holds its lock (it may still commit)."""
-        out = Recovery()
-        if not self.loads_dir.is_dir():
-            return out
-        ids = {p.name.removesuffix(".lock") for p in self.loads_dir.iterdir() if _LOAD_ID_RE.match(
-            p.name.removesuffix(".lock"))}
-        ledger: Ledger | None = None
-        for load_id in sorted(ids):
-            lock_path = self.loads_dir / f"{load_id}.lock"
-            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    out.busy.append(load_id)
-                    continue
-                if not _holds(fd, lock_path):
-                    continue  # its driver finished (or another recovery ran) between listing and flock
-                # the driver is gone, so the ledger cannot change for this load any more
-                ledger = ledger or self.read()
-                entry = ledger.by_load_id(load_id)
-                if entry is None:
-                    out.discarded.append(load_id)
-                    (self.ledger_dir / f".{load_id}.json.tmp").unlink(missing_ok=True)
-                else:
-                    if (self.loads_dir / load_id).is_dir():
-                        self.publish(entry)
-                    out.published.append(load_id)
-                shutil.rmtree(self.loads_dir / load_id, ignore_errors=True)
-                lock_path.unlink(missing_ok=True)
-            finally:
-                os.close(fd)
-        if out.published or out.discarded:
-            _fsync_path(self.loads_dir, directory=True)
-        return out
-
-
-class LoadDir:
-    """A reserved ``_rocketmq_loads/<load_id>`` directory; the flock on its lock file lives with ``fd``."""
-
-    def __init__(self, store: OutputStore, load_id: str, fd: int) -> None:
-        self.store = store
-        self.load_id = load_id
-        self._fd: int | None = fd
-        self.data_dir = store.loads_dir / load_id / "data"
-
-    def data_files(self) -> list[Path]:
-        """The Parquet files a writer left in ``data_dir`` (Hadoop's ``_SUCCESS``/``.crc`` excluded)."""
-        if not self.data_dir.is_dir():
-            return []
-        return sorted(p for p in self.data_dir.rglob("*") if p.is_file()
-                      and not any(part.startswith(("_", ".")) for part in p.relative_to(self.data_dir).parts))
-
-    def seal(self) -> list[PublishedFile]:
-        """fsync the data files and name each file's place in the output (``part-<load_id>-<n>``)."""
-        import pyarrow.parquet as pq
-
-        out = []
-        for i, src in enumerate(self.data_files()):
-            _fsync_path(src)
-            rel = src.relative_to(self.data_dir)
-            dst = rel.parent / f"part-{self.load_id}-{i:05d}.parquet"
-            out.append(PublishedFile(rel.as_posix(), dst.as_posix(), pq.read_metadata(src).num_rows,
-                                     src.stat().st_size))
-        for d in {src.parent for src in self.data_files()} | {self.data_dir}:
-            if d.is_dir():
-                _fsync_path(d, directory=True)
-        return out
-
-    def finish(self) -> None:
-        """Remove the (now empty or abandoned) load directory and release the lock."""
-        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
-        (self.store.loads_dir / f"{self.load_id}.lock").unlink(missing_ok=True)
-        self.close()
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-# --- test hook ------------------------------------------------------------------------------------
-
-CRASH_ENV = "ROCKETMQ_LOAD_WINDOW_TEST_CRASH"
-CRASH_EXIT = 70
-CRASH_POINTS = ("task_write", "before_commit", "before_publish", "mid_publish")
-
-
-BARRIER_ENV = "ROCKETMQ_LOAD_WINDOW_TEST_BARRIER"  # "<directory>:<parties>"
-BARRIER_TIMEOUT = 1200.0
-
-
-def crash_hook(point: str) -> None:
-    """Tests only: end the process at ``point`` when $ROCKETMQ_LOAD_WINDOW_TEST_CRASH names it
-    (off by default), as a killed driver would, without any clean-up. With
-    $ROCKETMQ_LOAD_WINDOW_TEST_BARRIER=DIR:N, ``before_commit`` first waits until N loads
-    (processes) reached it, so that concurrent loads commit against the same ledger state."""
-    barrier = os.environ.get(BARRIER_ENV)
-    if barrier and point == "before_commit":
-        _barrier(barrier)
-    if os.environ.get(CRASH_ENV) == point:
-        os.write(2, f"load_window: test crash at {point}\n".encode())
-        os._exit(CRASH_EXIT)
-
-
-def _barrier(spec: str) -> None:
-    import time
-
-    directory, _, parties = spec.rpartition(":")
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    (Path(directory) / f"{os.getpid()}-{uuid.uuid4().hex[:8]}").touch()
-    deadline = time.monotonic() + BARRIER_TIMEOUT
-    while len(list(Path(directory).iterdir())) < int(parties):
-        if time.monotonic() > deadline:
-            raise LedgerError(BARRIER_ENV, f"only {len(list(Path(directory).iterdir()))} of {parties} loads "
-                              "arrived")
-        time.sleep(0.05)  # other processes: no event to await across them
-

@@ -1,29 +1,21 @@
-"""What `load_window.py` reports about one load: a line per phase, and the result file (no Airflow).
+"""What a load reports: a line per phase on stderr, and the result file (no Airflow).
 
-Phase lines (stderr, one each, ``key=value``)::
+Phase lines (one each, ``key=value``)::
 
     load_window: read: plan=direct windows=1 files=8 rows_read=1000000 already_loaded=0 duplicates=0 new=1000000 skipped_rows=0 seconds=2.41
     load_window: write: rows=1000000 files=2 bytes=61234567 seconds=1.92 job_seconds=3.10
     load_window: commit: rows=1000000 files=2 offsets=1000000 seconds=0.08
 
-``read``: the windows read (``plan``: ``direct`` = tasks read the staged files themselves,
-spark/load/direct_plan.py; ``spark`` = Spark reads and deduplicates; ``none`` = nothing to read),
-their staged files, the rows read and how they split (already in the output / repeated within
-the load / new), and ``skipped_rows``: rows of windows the output held entirely, not read at
-all. ``write``: the rows and files the tasks wrote. ``commit``: the ledger commit and the
-publication, and the offsets the load added. ``seconds``: for the spark plan, wall time of the
-phase; for the direct plan, where each task reads and writes in one pass, the read and write
-seconds are summed over tasks (task time, not wall time) and ``job_seconds`` is the wall time
-of the Spark job that did both.
+``read``: the plan that wrote the rows (``none`` when nothing was read), the windows read, their
+files, the rows read and how they split (already in the output / repeated within the load / new),
+and ``skipped_rows``: rows of windows the output held entirely, not read at all. ``seconds`` is
+wall time for the general plan; for the direct plan, where each task reads and writes in one pass,
+read and write seconds are task time summed over tasks and ``job_seconds`` the Spark job's wall time.
 
-With ``--result-file PATH|URL`` the driver also writes, once the load succeeded (a failure to write it is a
-note on stderr, not a failed load: the load is committed by then), a JSON object
-an Airflow task reads (`airflow_provider_rocketmq.metrics.load_metrics_from_file`)::
-
-    {"version": 1, "output": ..., "output_kind": ..., "seconds": ..., "counts": {...},
-     "phases": {"read": {...}, "write": {...}, "commit": {...}},
-     "windows": [{"window_id", "topic", "consumer_group", "rows_in", "rows_out",
-                  "already_loaded", "duplicates"}, ...]}
+With ``--result-file PATH|URL``, once the load succeeded, the driver writes a JSON object with the
+counts per window (`LoadReport.windows`) and the phases, which the Airflow side reads
+(`airflow_provider_rocketmq.metrics.load_metrics_from_file`); failing to write it is a note, not a
+failed load (the load is committed by then).
 """
 
 from __future__ import annotations
@@ -39,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import argparse
 
-    from airflow_provider_rocketmq.spark.load.load_window import Staged
     from airflow_provider_rocketmq.spark.load.outputs import DataFile
+    from airflow_provider_rocketmq.spark.load.staged import Staged
 
 RESULT_VERSION = 1
 
@@ -52,7 +44,6 @@ class LoadReport:
         self.staged = list(staged)
         self.to_read = list(to_read)
         self.phases: dict[str, dict[str, Any]] = {}
-        self.direct_files: list[DataFile] = []
         self.reset()
 
     def reset(self) -> None:
@@ -119,6 +110,9 @@ class LoadReport:
 
     def finish(self, args: argparse.Namespace, counts: dict[str, int], kind: str, seconds: float,
                files: Sequence[DataFile] = ()) -> None:
+        """With ``--result-file``, write ``{"version": 1, "output", "output_kind", "seconds", "counts",
+        "phases": {"read", "write", "commit"}, "windows": [{"window_id", "topic", "consumer_group",
+        "rows_in", "rows_out", "already_loaded", "duplicates"}, ...]}`` there (URL user info removed)."""
         if not getattr(args, "result_file", None):
             return
         result = {"version": RESULT_VERSION, "output": _redacted(args.output), "output_kind": kind,

@@ -79,7 +79,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SHORT_NAME = "rocketmq"
-# the columns of MESSAGE_SCHEMA (docs/CONTRACTS.md, "Wave 2"), as Spark DDL
+# the columns of MESSAGE_SCHEMA (client/protocol/columnar.py), as Spark DDL
 SCHEMA_DDL = ("topic STRING NOT NULL, broker STRING NOT NULL, queue_id INT NOT NULL, queue_offset BIGINT NOT NULL, "
               "msg_id STRING, tags STRING, keys STRING, properties MAP<STRING, STRING>, born_timestamp BIGINT, "
               "store_timestamp BIGINT, reconsume_times INT, body BINARY")

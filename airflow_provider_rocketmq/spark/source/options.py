@@ -143,56 +143,19 @@ def redacting(opts: SourceOptions) -> Iterator[None]:
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
     """Check Spark's option map and build `SourceOptions`; `ConfigError` names the bad option."""
-    opts: dict[str, str] = {}
-    for key, value in raw.items():
-        name = _CANONICAL.get(str(key).lower())
-        if name is None:
-            close = difflib.get_close_matches(str(key).lower(), list(_CANONICAL), n=1)
-            hint = f"did you mean {_CANONICAL[close[0]]}? " if close else ""
-            raise ConfigError(str(key), f"unknown option of the rocketmq data source ({hint}known: "
-                              f"{', '.join(KNOWN_OPTIONS)})")
-        if value is None:
-            continue
-        opts[name] = str(value)
-
+    opts = _canonical(raw)
     namesrv = opts.get("namesrv", "").strip()
     if not namesrv:
         raise ConfigError("namesrv", "is required (name servers host:port[;host:port])")
     parse_namesrv(namesrv, "namesrv")
-
     manifest = opts.get("manifest") or None
     topics = _topics(opts.get("topic", ""))
-    if manifest is not None:
-        if streaming:
-            raise ConfigError("manifest", "reads a fixed window: use spark.read, not spark.readStream")
-        for other in ("startingOffsets", "endingOffsets"):
-            if other in opts:
-                raise ConfigError(other, "cannot be combined with manifest (the manifest holds the ranges)")
-        if len(topics) > 1:
-            raise ConfigError("topic", "a manifest covers one topic")
-    elif not topics:
-        raise ConfigError("topic", "is required (one topic or a comma-separated list), unless manifest is given")
-
-    starting = _offset_spec(opts.get("startingOffsets", EARLIEST), "startingOffsets", topics)
-    ending = _offset_spec(opts.get("endingOffsets", LATEST), "endingOffsets", topics)
-    if streaming and "endingOffsets" in opts:
-        raise ConfigError("endingOffsets", "is for batch reads only (a stream has no end)")
-    if ending == EARLIEST:
-        raise ConfigError("endingOffsets", "must be 'latest' or a JSON object of offsets, not 'earliest'")
-    if isinstance(ending, dict) and any(v == JSON_EARLIEST for q in ending.values() for v in q.values()):
-        raise ConfigError("endingOffsets", f"{JSON_EARLIEST} (earliest) is not a valid end offset")
-
+    _check_what_to_read(opts, manifest, topics, streaming)
+    starting, ending = _offset_bounds(opts, topics, streaming)
     expression = opts.get("expression")
     if expression is not None:
         build_subscription("topic", expression)  # ConfigError("expression", ...) for a bad one
-
-    access_key, secret_key = opts.get("accessKey") or None, opts.get("secretKey") or None
-    token = opts.get("securityToken") or None
-    if (access_key is None) != (secret_key is None):
-        raise ConfigError("secretKey" if access_key else "accessKey", "ACL needs both accessKey and secretKey")
-    if token is not None and access_key is None:
-        raise ConfigError("securityToken", "needs accessKey and secretKey")
-
+    access_key, secret_key, token = _credentials(opts)
     commit_group = opts.get("commitGroup") or None
     if commit_group is not None:
         if not streaming:
@@ -229,6 +192,60 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     except ConfigError as exc:  # name the data source option, not the ClientConfig field
         raise ConfigError(_CLIENT_FIELD_TO_OPTION.get(exc.field, exc.field), _message(exc)) from None
     return result
+
+
+def _canonical(raw: Mapping[str, str]) -> dict[str, str]:
+    """The options under their canonical names (Spark lower-cases keys); unknown ones refused."""
+    opts: dict[str, str] = {}
+    for key, value in raw.items():
+        name = _CANONICAL.get(str(key).lower())
+        if name is None:
+            close = difflib.get_close_matches(str(key).lower(), list(_CANONICAL), n=1)
+            hint = f"did you mean {_CANONICAL[close[0]]}? " if close else ""
+            raise ConfigError(str(key), f"unknown option of the rocketmq data source ({hint}known: "
+                              f"{', '.join(KNOWN_OPTIONS)})")
+        if value is not None:
+            opts[name] = str(value)
+    return opts
+
+
+def _check_what_to_read(opts: Mapping[str, str], manifest: str | None, topics: tuple[str, ...],
+                        streaming: bool) -> None:
+    """A manifest (a fixed window, batch only, one topic) or topics with offset bounds."""
+    if manifest is None:
+        if not topics:
+            raise ConfigError("topic", "is required (one topic or a comma-separated list), unless manifest is given")
+        return
+    if streaming:
+        raise ConfigError("manifest", "reads a fixed window: use spark.read, not spark.readStream")
+    for other in ("startingOffsets", "endingOffsets"):
+        if other in opts:
+            raise ConfigError(other, "cannot be combined with manifest (the manifest holds the ranges)")
+    if len(topics) > 1:
+        raise ConfigError("topic", "a manifest covers one topic")
+
+
+def _offset_bounds(opts: Mapping[str, str], topics: tuple[str, ...], streaming: bool) -> tuple[OffsetSpec, OffsetSpec]:
+    starting = _offset_spec(opts.get("startingOffsets", EARLIEST), "startingOffsets", topics)
+    ending = _offset_spec(opts.get("endingOffsets", LATEST), "endingOffsets", topics)
+    if streaming and "endingOffsets" in opts:
+        raise ConfigError("endingOffsets", "is for batch reads only (a stream has no end)")
+    if ending == EARLIEST:
+        raise ConfigError("endingOffsets", "must be 'latest' or a JSON object of offsets, not 'earliest'")
+    if isinstance(ending, dict) and any(v == JSON_EARLIEST for q in ending.values() for v in q.values()):
+        raise ConfigError("endingOffsets", f"{JSON_EARLIEST} (earliest) is not a valid end offset")
+    return starting, ending
+
+
+def _credentials(opts: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """accessKey, secretKey, securityToken: both keys or neither, a token only with them."""
+    access_key, secret_key = opts.get("accessKey") or None, opts.get("secretKey") or None
+    token = opts.get("securityToken") or None
+    if (access_key is None) != (secret_key is None):
+        raise ConfigError("secretKey" if access_key else "accessKey", "ACL needs both accessKey and secretKey")
+    if token is not None and access_key is None:
+        raise ConfigError("securityToken", "needs accessKey and secretKey")
+    return access_key, secret_key, token
 
 
 _CLIENT_FIELD_TO_OPTION = {"namesrv_addr": "namesrv", "access_key": "accessKey", "secret_key": "secretKey",

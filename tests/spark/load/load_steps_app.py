@@ -36,7 +36,7 @@ def visible_keys(output: str) -> list[list[Any]]:
         return []  # only hidden (_rocketmq_*) entries
     table = dataset.to_table(columns=["window_id", "broker", "queue_id", "queue_offset"])
     return sorted([str(w), b, q, o] for w, b, q, o in zip(*(table.column(c).to_pylist()
-                                                           for c in table.column_names)))
+                                                           for c in table.column_names), strict=True))
 
 
 def main() -> None:

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_rocketmq.spark.load import direct_plan as st
-from airflow_provider_rocketmq.spark.load import ledger as lg
+from airflow_provider_rocketmq.spark.load import direct_plan
+from airflow_provider_rocketmq.spark.load.ledger import OffsetRanges
 from airflow_provider_rocketmq.spark.load.outputs.local import LocalTaskWriter
 from airflow_provider_rocketmq.window.manifest import staged_schema, write_parquet_file
 from tests.spark.conftest import make_row
@@ -22,8 +22,8 @@ from tests.spark.conftest import make_row
 A, B = "broker-a", "broker-b"
 
 
-def ranges(*items: tuple[str, int, int, int]) -> lg.OffsetRanges:
-    return lg.OffsetRanges.of((("orders", b, q), s, e) for b, q, s, e in items)
+def ranges(*items: tuple[str, int, int, int]) -> OffsetRanges:
+    return OffsetRanges.of((("orders", b, q), s, e) for b, q, s, e in items)
 
 
 def stage(path: Path, rows: list[tuple[str, int, int]], window: str = "w1", **kw: object) -> str:
@@ -31,16 +31,16 @@ def stage(path: Path, rows: list[tuple[str, int, int]], window: str = "w1", **kw
     return str(path)
 
 
-def run_task(tmp_path: Path, files: list[str], claim: lg.OffsetRanges, held: lg.OffsetRanges | None = None,
-             *, body_format: str = "utf8", tasks: int = 1) -> tuple[list[st.TaskResult], list[tuple[str, int, int]]]:
+def run_task(tmp_path: Path, files: list[str], claim: OffsetRanges, held: OffsetRanges | None = None,
+             *, body_format: str = "utf8", tasks: int = 1) -> tuple[list[direct_plan.TaskResult], list[tuple[str, int, int]]]:
     """Run the plan's tasks one after the other here; return their results and the (broker, queue, offset)
     of every row written, in file order."""
-    held = held or lg.OffsetRanges()
-    spec = st.window_spec(0, "w1", "orders", claim - held, claim & held)
-    schema = st.output_schema(pq.read_schema(files[0]), body_format)
+    held = held or OffsetRanges()
+    spec = direct_plan.manifest_spec(0, "w1", "orders", claim - held, claim & held)
+    schema = direct_plan.output_schema(pq.read_schema(files[0]), body_format)
     out = tmp_path / "data"
-    load = st.DirectLoad({0: spec}, st.schema_hex(schema), body_format, LocalTaskWriter(str(out)), {})
-    results = [load.run(units, f"{i:05d}-{i}") for i, units in enumerate(st.plan_tasks([(0, f) for f in files], tasks))]
+    load = direct_plan.DirectTask({0: spec}, direct_plan.schema_hex(schema), body_format, LocalTaskWriter(str(out)), {})
+    results = [load.run(runs, f"{i:05d}-{i}") for i, runs in enumerate(direct_plan.plan_tasks([(0, f) for f in files], tasks))]
     written = []
     for r in results:
         for f in r.files:
@@ -48,7 +48,7 @@ def run_task(tmp_path: Path, files: list[str], claim: lg.OffsetRanges, held: lg.
             assert t.num_rows == f.rows and f.window_id == "w1"
             assert t.schema == schema.remove(schema.get_field_index("window_id"))  # the partition is the directory
             written += list(zip(t.column("broker").to_pylist(), t.column("queue_id").to_pylist(),
-                                t.column("queue_offset").to_pylist()))
+                                t.column("queue_offset").to_pylist(), strict=True))
     return results, written
 
 
@@ -59,7 +59,7 @@ def test_a_task_writes_new_rows_and_counts_the_loaded_ones(tmp_path: Path) -> No
     assert sorted(written) == [(A, 0, o) for o in range(4, 10)] + [(B, 3, 5), (B, 3, 6)]
     (r,) = results
     assert (r.read, r.loaded, r.new, r.outside, r.unordered) == ({0: 14}, {0: 6}, {0: 8}, None, False)
-    st.check_disjoint(results)
+    direct_plan.check_disjoint(results)
 
 
 def test_bodies_as_text_or_bytes_unchanged(tmp_path: Path) -> None:
@@ -90,19 +90,19 @@ def test_repeated_offsets_are_detected_never_trusted(tmp_path: Path) -> None:
     same_batch = stage(tmp_path / "s" / "a.parquet", [(A, 0, 0), (A, 0, 1), (A, 0, 1)])
     results, _ = run_task(tmp_path / "a", [same_batch], ranges((A, 0, 0, 2)))
     assert results[0].unordered
-    with pytest.raises(st.NeedsDedup):
-        st.check_disjoint(results)
+    with pytest.raises(direct_plan.NeedsDedup):
+        direct_plan.check_disjoint(results)
     one = stage(tmp_path / "s" / "b1.parquet", [(A, 0, o) for o in range(5)])
     two = stage(tmp_path / "s" / "b2.parquet", [(A, 0, o) for o in range(3, 6)])
     for tasks in (1, 2):  # in one task, or in two tasks whose intervals the driver compares
         results, _ = run_task(tmp_path / f"b{tasks}", [one, two], ranges((A, 0, 0, 6)), tasks=tasks)
         assert len(results) == tasks
-        with pytest.raises(st.NeedsDedup):
-            st.check_disjoint(results)
+        with pytest.raises(direct_plan.NeedsDedup):
+            direct_plan.check_disjoint(results)
     # files in consumption order (each queue's offsets increasing from file to file) pass
     three = stage(tmp_path / "s" / "c.parquet", [(A, 0, o) for o in range(5, 9)] + [(B, 0, 0)])
     results, written = run_task(tmp_path / "c", [one, three], ranges((A, 0, 0, 9), (B, 0, 0, 1)), tasks=2)
-    st.check_disjoint(results)
+    direct_plan.check_disjoint(results)
     assert sorted(written) == [(A, 0, o) for o in range(9)] + [(B, 0, 0)]
 
 
@@ -112,14 +112,14 @@ def test_plan_splits_row_groups_into_tasks(tmp_path: Path) -> None:
     path.parent.mkdir()
     pq.write_table(pa.Table.from_pylist([make_row("w1", q, o, broker=b) for b, q, o in rows], schema=staged_schema()),
                    path, row_group_size=10)
-    plan = st.plan_tasks([(0, str(path)), (1, str(path))], 4, rows_per_task=1_000)
+    plan = direct_plan.plan_tasks([(0, str(path)), (1, str(path))], 4, rows_per_task=1_000)
     assert len(plan) == 4 and [sum(u.rows for u in t) for t in plan] == [50, 50, 50, 50]
     assert [u.row_groups for u in plan[0]] == [tuple(range(5))]
     assert sorted((u.order, g) for t in plan for u in t for g in u.row_groups) == \
         [(o, g) for o in (0, 1) for g in range(10)]  # every row group of every file once
-    assert len(st.plan_tasks([(0, str(path))], 1, rows_per_task=30)) == 4  # at most ~30 rows per task
+    assert len(direct_plan.plan_tasks([(0, str(path))], 1, rows_per_task=30)) == 4  # at most ~30 rows per task
 
 
 def test_claims_disjoint() -> None:
-    assert st.claims_disjoint([ranges((A, 0, 0, 5)), ranges((A, 0, 5, 9)), ranges((A, 1, 0, 9))])
-    assert not st.claims_disjoint([ranges((A, 0, 0, 5)), ranges((A, 1, 0, 9)), ranges((A, 0, 4, 6))])
+    assert direct_plan.claims_disjoint([ranges((A, 0, 0, 5)), ranges((A, 0, 5, 9)), ranges((A, 1, 0, 9))])
+    assert not direct_plan.claims_disjoint([ranges((A, 0, 0, 5)), ranges((A, 1, 0, 9)), ranges((A, 0, 4, 6))])

@@ -39,13 +39,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
-from airflow_provider_rocketmq.spark.load.ledger import (
-    BARRIER_ENV,
-    CRASH_ENV,
-    CRASH_EXIT,
-    LEDGER_DIR,
-    LOADS_DIR,
-)
+from airflow_provider_rocketmq.spark.load.crash_points import BARRIER_ENV, CRASH_ENV, CRASH_EXIT
+from airflow_provider_rocketmq.spark.load.ledger import LEDGER_DIR, LOADS_DIR
 from tests.s3_server import MotoS3
 from tests.spark.conftest import FAULT_QUEUES, TWO_TASKS, Key, SparkRun, build_window, expected
 
@@ -107,7 +102,7 @@ class Matrix:
         keys: list[Key] = []
         if d.files:
             t = d.to_table(columns=["broker", "queue_id", "queue_offset"])
-            keys = sorted(zip(*(t.column(c).to_pylist() for c in t.column_names)))
+            keys = sorted(zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True))
         if fs is None:
             entries = len(list((Path(url) / LEDGER_DIR).glob("*.json")))
             staged = len(list((Path(url) / LOADS_DIR).rglob("*.parquet")))
@@ -138,7 +133,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., Sp
                          env={**m.env(), CRASH_ENV: point}, timeout=1800)
 
     with ThreadPoolExecutor(2) as pool:
-        for (kind, case, _), run in zip(jobs, pool.map(crash, jobs)):
+        for (kind, case, _), run in zip(jobs, pool.map(crash, jobs), strict=True):
             m.crashes[(kind, case)] = (run, m.observe(kind, case))
         for kind in KINDS if "e" in CASES else ():
             barrier = root / f"barrier-{kind}"

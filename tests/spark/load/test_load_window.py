@@ -25,7 +25,8 @@ from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Produ
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
-from airflow_provider_rocketmq.spark.load.ledger import LOADS_DIR, OutputStore
+from airflow_provider_rocketmq.spark.load.ledger import LOADS_DIR
+from airflow_provider_rocketmq.spark.load.outputs.local import LocalStore
 from airflow_provider_rocketmq.window.manifest import (
     QueueRange,
     WindowManifest,
@@ -53,7 +54,7 @@ def visible(out: Path) -> list[Key]:
     if not dataset.files:
         return []  # only hidden (_rocketmq_*) entries: no schema to project
     t = dataset.to_table(columns=["window_id", "broker", "queue_id", "queue_offset"])
-    return sorted((str(w), b, q, o) for w, b, q, o in zip(*(t.column(c).to_pylist() for c in t.column_names)))
+    return sorted((str(w), b, q, o) for w, b, q, o in zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True))
 
 
 def counts(stdout: str) -> dict[str, int]:
@@ -259,7 +260,7 @@ def test_each_phase_logs_one_line_with_its_counts(runs: Runs) -> None:
     assert {k: v for k, v in p["read"].items() if k != "seconds"} == {
         "plan": "spark", "windows": "3", "files": "5", "rows_read": "34", "already_loaded": "0", "duplicates": "5",
         "new": "29", "skipped_rows": "0"}
-    written = OutputStore(runs.out("dedup")).read().entries[0].files
+    written = LocalStore(runs.out("dedup")).read().entries[0].files
     assert {k: v for k, v in p["write"].items() if k != "seconds"} == {
         "rows": "29", "files": str(len(written)), "bytes": str(sum(f.bytes for f in written))}
     assert {k: v for k, v in p["commit"].items() if k != "seconds"} == {"rows": "29", "files": str(len(written)),
@@ -275,7 +276,7 @@ def test_each_phase_logs_one_line_with_its_counts(runs: Runs) -> None:
     assert {k: v for k, v in p["read"].items() if k != "seconds"} == {
         "plan": "direct", "windows": "1", "files": "3", "rows_read": "16", "already_loaded": "5", "duplicates": "0",
         "new": "11", "skipped_rows": "0"}
-    entry = OutputStore(runs.out("overlap")).read().entries[1]
+    entry = LocalStore(runs.out("overlap")).read().entries[1]
     assert (p["write"]["rows"], p["write"]["files"], p["write"]["bytes"]) == (
         "11", str(len(entry.files)), str(sum(f.bytes for f in entry.files)))
     assert float(p["write"]["job_seconds"]) > 0
@@ -348,7 +349,7 @@ def test_overlapping_windows_load_only_offsets_not_loaded_yet(runs: Runs) -> Non
     # Spark reads the output as plain Parquet: the ledger and load directories are invisible to it
     assert runs.reads["read-overlap"] == {"label": "read-overlap", "rows": len(final), "distinct": len(final),
                                           "windows": ["wa", "wb", "wd", "we"]}
-    ledger = OutputStore(runs.out("overlap")).read()
+    ledger = LocalStore(runs.out("overlap")).read()
     assert [e.windows for e in ledger.entries] == [("wa",), ("wb",), ("wd",), ("we",)]  # wc committed nothing
     assert [(k[2], s_, e_) for k, s_, e_ in ledger.held().intervals()] == [(0, 0, 30), (1, 0, 8), (2, 0, 3)]
 
@@ -362,7 +363,7 @@ def test_offsets_another_window_holds_are_not_claimed_by_a_window_that_skipped_t
     assert s["gap-b"].counts() == {"windows": 1, "rows_in": 7, "rows_out": 7, "duplicates": 0, "already_loaded": 0}
     expected = sorted(keys("g1", A, 0, [*range(5), *range(12, 20)]) + keys("g2", A, 0, range(5, 12)))
     assert s["gap-b"].keys == expected
-    assert [(k[2], lo, hi) for k, lo, hi in OutputStore(runs.out("gap")).read().held().intervals()] == [(0, 0, 20)]
+    assert [(k[2], lo, hi) for k, lo, hi in LocalStore(runs.out("gap")).read().held().intervals()] == [(0, 0, 20)]
     # both in one load: every row once, each from the window that staged it
     assert s["gap-both"].counts() == {"windows": 2, "rows_in": 20, "rows_out": 20, "duplicates": 0,
                                       "already_loaded": 0}
@@ -395,7 +396,7 @@ def test_json_body_format_and_invalid_json_commits_nothing(runs: Runs) -> None:
     assert good.counts()["rows_out"] == 3
     assert good.keys == keys("wj", A, 0, range(3))
     out = runs.out("json")
-    assert [e.windows for e in OutputStore(out).read().entries] == [("wj",)]  # wbad never committed
+    assert [e.windows for e in LocalStore(out).read().entries] == [("wj",)]  # wbad never committed
     assert list((out / LOADS_DIR).iterdir()) == []  # and its load directory was removed
     # a Parquet VARIANT column (metadata + value/shredded value), not the raw bytes
     body_type = ds.dataset(out, format="parquet", partitioning="hive").schema.field("body").type
@@ -493,7 +494,7 @@ def test_tampered_file_on_s3_fails_before_loading(tmp_path: Path, s3: MotoS3) ->
 
 def test_fully_loaded_windows_add_nothing_without_starting_spark(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    store = OutputStore(out)
+    store = LocalStore(out)
     load = store.begin()
     from airflow_provider_rocketmq.spark.load.ledger import OffsetRanges
 

@@ -3,7 +3,7 @@
 The contract is in `base.py`. Kinds:
 
 - a local or mounted directory (plain path or ``file://``): `local.LocalParquetOutput`,
-  the POSIX ledger of spark/load/ledger.py (hard links, ``flock``);
+  committed by a hard link of the next ledger entry, live loads told by their ``flock``;
 - a Parquet dataset on an object store (``s3://``, ``s3a://``, ``gs://``, ``abfs://``, ...):
   `objectstore.ObjectStoreParquetOutput`, committed by an atomic create-if-absent of the
   next ledger entry; stores without one are refused;

@@ -1,57 +1,14 @@
-"""The contract every output kind of `load_window.py` implements (no Spark, no Airflow here).
+"""The contract every output kind of the load implements (no Spark, no Airflow here).
 
-An *output kind* is where a load's rows end up and how the output remembers which queue
-offsets it holds: a Parquet dataset in a local directory (spark/load/outputs/local.py), a
-Parquet dataset on an object store reached through fsspec (spark/load/outputs/objectstore.py),
-an Apache Iceberg table. `load_window.py` drives every kind through the same steps, in
-this order, on the Spark driver:
-
-1. ``out = open_output(arg, options)`` (spark/outputs/__init__.py) picks the kind from the
-   ``--output`` argument and returns an `Output`; nothing is read or written yet.
-   ``out.validate()`` refuses what the kind cannot serve with a `ConfigError` naming the
-   field (``--output``, a storage option) and the reason (e.g. "this filesystem has no
-   atomic create-if-absent"), or a `LedgerError` for an existing output it cannot read.
-   A kind never falls back to a weaker mode silently.
-2. ``out.recover()`` finishes what crashed loads left: a load whose commit point was
-   reached is rolled *forward* (its files made visible), never back; a load that never
-   committed is discarded (or left invisible until it can be discarded safely). Returns
-   one human line per load it touched (printed as ``load_window: note: ...``).
-3. ``state = out.state()`` reads what the output holds now: `OutputState.held` (the union
-   of every committed load's `OffsetRanges`) and an opaque ``token`` the kind later commits
-   against (a ledger sequence number, an Iceberg snapshot id).
-4. The driver works out the offsets to load (``claims - state.held``). If there are none,
-   the kind is not called again: no load, no commit, no empty entry.
-5. ``load = out.begin()`` reserves a `PendingLoad` (``load.load_id``, unique per attempt).
-6. ``writer = load.writer()`` is a picklable `TaskWriter`. Spark ships it to the executors;
-   each task calls ``writer.write(batches, task_tag)`` with the Arrow record batches of its
-   partition (every output column, ``window_id`` included, bodies already converted) and
-   returns small `DataFile` descriptors (path, rows, bytes, window id). Rows never pass
-   through the driver; only descriptors do. ``task_tag`` is unique per task *attempt*
-   (partition and attempt number), so a retried or speculative attempt never overwrites
-   another's file; files of failed attempts are simply never listed in a commit.
-   A writer must make its files durable before returning (fsync, or a completed upload)
-   and must write them where readers of the output do not look yet (a ``_``-prefixed
-   staging prefix, or table data files that no snapshot references).
-7. ``load.commit(state, ranges, windows, files, rows)`` is the commit point, atomic: after
-   it returns the load is committed (whatever happens to the process next, `recover` rolls
-   it forward); if it raises, nothing of the load is committed. It must detect a concurrent
-   load that committed since ``state`` and whose ranges meet ``ranges``: then it raises
-   `LedgerConflict` (the job exits 3; running it again loads what is still missing). A
-   concurrent commit whose ranges do not meet this load's is not a conflict: the kind
-   retries on the new state (a new ledger number, a new table snapshot). Two loads of one
-   output never both commit the same offset.
-8. ``load.publish()`` makes the committed files visible where the kind needs a separate step
-   (Parquet: move or copy out of the staging prefix); idempotent, safe to repeat, and
-   repeated by `recover` after a crash. Kinds whose commit is the publication (Iceberg)
-   do nothing here.
-9. ``load.close()`` releases what the load holds (locks, staging leftovers). On any error
-   before the commit point the driver calls ``load.abort()`` instead, which removes what
-   the load wrote (best effort: what it leaves stays invisible and `recover` removes it).
-
-Exit codes and messages stay those of load_window.py: `LedgerConflict` -> 3,
-`ConfigError`/`LedgerError` -> 2. Crash points for the fault tests are `crash_hook` names
-(spark/load/ledger.py): ``task_write`` (a task kills the driver while tasks write),
-``before_commit``, ``before_publish``, ``mid_publish``; a kind calls the ones that apply.
+An output kind is where a load's rows end up and how the output remembers the queue offsets it
+holds. `open_output` (spark/load/outputs/__init__.py) picks the kind from ``--output``, and
+load_window.py drives every kind through the same steps on the Spark driver, in this order:
+`Output.validate`, `Output.recover`, `Output.state`; then, only if there are offsets to load,
+`Output.begin`, `PendingLoad.writer` (shipped to the Spark tasks), `PendingLoad.commit` (the atomic
+commit point), `PendingLoad.publish` and `PendingLoad.close` - or `PendingLoad.abort` on any error
+before the commit. What each step must guarantee is in its docstring. `LedgerConflict` makes the
+job exit 3, `ConfigError`/`LedgerError` exit 2. A kind calls the crash points of
+spark/load/crash_points.py that apply to it.
 """
 
 from __future__ import annotations
@@ -99,13 +56,24 @@ class TaskWriter(Protocol):
     no open files; credentials it carries are never printed)."""
 
     def write(self, batches: Iterable[pa.RecordBatch], task_tag: str) -> list[DataFile]:
-        """Write ``batches`` (may be empty) as durable, not yet visible data files; return them."""
+        """Write ``batches`` (may be empty: every output column, ``window_id`` included, bodies
+        converted) as data files; return their small descriptors (rows never reach the driver).
+
+        Files are durable when this returns (fsync, or a completed upload) and where readers of the
+        output do not look yet (a ``_`` staging prefix, or data files no snapshot references).
+        ``task_tag`` is unique per task *attempt*, so a retried or speculative attempt never
+        overwrites another's file; files of failed attempts are simply never listed in a commit."""
         ...
 
 
 @runtime_checkable
 class PendingLoad(Protocol):
-    """One load of an output between `Output.begin` and `close`/`abort`."""
+    """One load of an output between `Output.begin` and `close`/`abort`.
+
+    Optional, looked up by name where a kind has them: ``discard(files)`` deletes files a plan wrote
+    before it gave up (kinds whose staging `abort` would not remove them: Iceberg);
+    ``json_variant = False``: ``--body-format json`` bodies stay validated text (no VARIANT);
+    ``spark_target()``/``spark_written()``: where ``--writer spark`` writes and the files it left."""
 
     load_id: str
 
@@ -114,19 +82,27 @@ class PendingLoad(Protocol):
 
     def commit(self, base: OutputState, ranges: OffsetRanges, windows: Sequence[str],
                files: Sequence[DataFile], rows: int) -> None:
-        """The atomic commit point (`LedgerConflict` on an overlapping concurrent commit)."""
+        """The atomic commit point: once it returns the load is committed (whatever happens to the
+        process next, `Output.recover` rolls it forward); if it raises, nothing of it is.
+
+        A load committed since ``base`` whose ranges meet ``ranges`` makes it raise
+        `LedgerConflict`; one whose ranges do not is no conflict: the kind retries on the new state.
+        So two loads of one output never both commit the same offset."""
         ...
 
     def publish(self) -> None:
-        """Make the committed files visible (idempotent; no-op where the commit publishes)."""
+        """Make the committed files visible where the kind needs a step of its own (Parquet: out of
+        the staging prefix); idempotent, repeated by `Output.recover` after a crash; a no-op where
+        the commit publishes (Iceberg)."""
         ...
 
     def abort(self) -> None:
-        """Nothing was committed: remove what this load wrote (best effort)."""
+        """Nothing was committed: remove what this load wrote (best effort: what stays is invisible
+        and `Output.recover` removes it)."""
         ...
 
     def close(self) -> None:
-        """After a successful commit (and publish): release what the load holds."""
+        """After a successful commit (and publish): release what the load holds (locks, leftovers)."""
         ...
 
 
@@ -138,17 +114,23 @@ class Output(Protocol):
     url: str  # what messages name it by (never carries credentials)
 
     def validate(self) -> None:
-        """Refuse what this kind cannot serve: `ConfigError(field, reason)` / `LedgerError`."""
+        """Refuse what this kind cannot serve: `ConfigError` naming the field (``--output``, a storage
+        option) and the reason, or `LedgerError` for an existing output it cannot read. A kind never
+        falls back to a weaker mode silently."""
         ...
 
     def recover(self) -> list[str]:
-        """Roll committed crashed loads forward, discard uncommitted ones; one note per load."""
+        """Finish what crashed loads left: a load that reached its commit point is rolled forward
+        (its files made visible), never back; one that did not is discarded (or left invisible
+        until it can be discarded safely). One human line per load touched."""
         ...
 
     def state(self) -> OutputState:
+        """What the output holds now, and the token a load commits against."""
         ...
 
     def begin(self) -> PendingLoad:
+        """Reserve a load (``load_id`` unique per attempt); called only when there is something to load."""
         ...
 
 

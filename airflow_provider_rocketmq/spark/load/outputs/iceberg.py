@@ -25,7 +25,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_rocketmq.spark.load import ledger as lg
+from airflow_provider_rocketmq.spark.load import crash_points
+from airflow_provider_rocketmq.spark.load.ledger import OffsetRanges, new_load_id
 
 from .base import DataFile, OutputState
 from .iceberg_files import IcebergTaskWriter, delete_files
@@ -50,7 +51,7 @@ class IcebergPendingLoad:
     def writer(self) -> IcebergTaskWriter:
         return IcebergTaskWriter.of(self.table, self.load_id, io_properties(self.table))
 
-    def commit(self, base: OutputState, ranges: lg.OffsetRanges, windows: Sequence[str],
+    def commit(self, base: OutputState, ranges: OffsetRanges, windows: Sequence[str],
                files: Sequence[DataFile], rows: int) -> None:
         from .iceberg_commit import CommitOutcomeUnknown, commit_load
 
@@ -66,7 +67,7 @@ class IcebergPendingLoad:
               f"({rows} rows in {len(files)} data files)")
 
     def publish(self) -> None:
-        lg.crash_hook("before_publish")  # tests: the driver dies right after the commit
+        crash_points.reached(crash_points.BEFORE_PUBLISH)
 
     def discard(self, files: Sequence[DataFile]) -> None:
         """Delete files tasks wrote for a plan the load gave up before its commit (never referenced)."""
@@ -121,7 +122,7 @@ class IcebergOutput:
         return OutputState(ledger.held, ledger)
 
     def begin(self) -> IcebergPendingLoad:
-        return IcebergPendingLoad(self.table, lg.new_load_id())
+        return IcebergPendingLoad(self.table, new_load_id())
 
 
 def _note(text: str) -> None:

@@ -1,7 +1,7 @@
 """The commit of an Iceberg load: its data files and its ledger entry in one snapshot, or nothing.
 
 One attempt: check the table's ledger against the load's ranges, build a fast-append snapshot
-(the data files plus the summary properties of spark/iceberg/ledger.py) on main's current
+(the data files plus the summary properties of spark/load/outputs/iceberg_ledger.py) on main's current
 snapshot, and ask the catalog to swap the table's metadata on the condition that main still
 points at that snapshot (Iceberg's ``AssertRefSnapshotId`` requirement). Whether that swap is
 atomic is the catalog's business: SQL (a conditional UPDATE), Hive (a lock), Glue (a version
@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from airflow_provider_rocketmq.spark.load.ledger import LedgerConflict, LedgerError, OffsetRanges, crash_hook
+from airflow_provider_rocketmq.spark.load import crash_points
+from airflow_provider_rocketmq.spark.load.ledger import LedgerConflict, LedgerError, OffsetRanges
 
 from .base import DataFile
 from .iceberg_files import iceberg_data_files
@@ -116,7 +117,7 @@ class _Committer:
         with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
             for data_file in self.data_files:
                 append.append_data_file(data_file)
-        crash_hook("mid_commit")  # tests: manifests and manifest list written, the catalog not asked yet
+        crash_points.reached(crash_points.MID_COMMIT)  # manifests and manifest list written, the catalog not asked
         try:
             committed = tx.commit_transaction()
         except CommitFailedException as exc:

@@ -115,12 +115,12 @@ class _Partitioner:
             groups = [tuple(k[0].as_py() for k in keys)]
         else:
             groups = [tuple(row[n] for n in names) for row in
-                      pa.table(dict(zip(names, keys))).group_by(names, use_threads=False).aggregate([]).to_pylist()]
+                      pa.table(dict(zip(names, keys, strict=True))).group_by(names, use_threads=False).aggregate([]).to_pylist()]
         for values in groups:
             part = batch
             if len(groups) > 1:
                 mask = None
-                for k, v in zip(keys, values):
+                for k, v in zip(keys, values, strict=True):
                     m = pc.is_null(k) if v is None else pc.fill_null(pc.equal(k, pa.scalar(v, k.type)), False)
                     mask = m if mask is None else pc.and_(mask, m)
                 part = batch.filter(mask)
@@ -132,7 +132,7 @@ class _Partitioner:
 
         if not self.fields:
             return None
-        return PartitionKey(field_values=[PartitionFieldValue(pf, v) for (pf, _, _), v in zip(self.fields, sources)],
+        return PartitionKey(field_values=[PartitionFieldValue(pf, v) for (pf, _, _), v in zip(self.fields, sources, strict=True)],
                             partition_spec=self.spec, schema=self.schema)
 
 
@@ -415,7 +415,7 @@ def iceberg_data_files(metadata: TableMetadata, io: FileIO, files: Sequence[Data
     with ThreadPoolExecutor(max_workers=min(FOOTER_READERS, max(1, len(files)))) as pool:
         footers = list(pool.map(lambda f: _footer(io, f.path), files))
     out = []
-    for f, footer in zip(files, footers):
+    for f, footer in zip(files, footers, strict=True):
         kv = footer.metadata or {}
         spec_id = int(kv.get(META_SPEC_ID, b"0"))
         key = _Partitioner(schema, specs[spec_id]).key(json.loads(kv.get(META_PARTITION, b"[]")))

@@ -84,7 +84,7 @@ def decode_ranges(text: str, where: str) -> OffsetRanges:
         if not ok:
             raise LedgerError(where, f"item {i}: expected [topic, broker, queue_id, [start, end, ...]]")
         bounds: list[int] = item[3]
-        for start, end in zip(bounds[::2], bounds[1::2]):
+        for start, end in zip(bounds[::2], bounds[1::2], strict=True):  # even length: checked above
             if not 0 <= start < end:
                 raise LedgerError(where, f"item {i}: needs 0 <= start < end, got [{start}, {end})")
             parsed.append(((item[0], item[1], item[2]), start, end))

@@ -237,7 +237,7 @@ def check_table(table: Table, body_format: str) -> None:
             field = schema.find_field(name)
         except ValueError:
             raise ConfigError(f"{where}.{name}", "column missing (the loader writes it; add it or load into "
-                              "a new table with ?create=true)")
+                              "a new table with ?create=true)") from None
         if not _same_type(field.field_type, typ):
             hint = " (--body-format binary needs a binary body, utf8/json a string one)" if name == "body" else ""
             raise ConfigError(f"{where}.{name}", f"type {field.field_type} does not take the loader's {typ}{hint}")

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +45,21 @@ from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from airflow_provider_rocketmq.client.protocol.errors import ConfigError
-from airflow_provider_rocketmq.spark.load import ledger as lg
+from airflow_provider_rocketmq.spark.load import crash_points
+from airflow_provider_rocketmq.spark.load.ledger import (
+    ENTRY_RE,
+    LEDGER_DIR,
+    LOAD_ID_RE,
+    LOADS_DIR,
+    Ledger,
+    LedgerConflict,
+    LedgerEntry,
+    LedgerError,
+    OffsetRanges,
+    PublishedFile,
+    entry_name,
+    new_load_id,
+)
 
 from .base import DataFile, OutputState
 from .parquet_files import write_partition
@@ -56,8 +69,6 @@ if TYPE_CHECKING:
 
 KIND = "objectstore"
 DEFAULT_ABANDON_AFTER = 6 * 3600.0  # seconds: far longer than any load should run
-_ENTRY_RE = re.compile(r"^(\d{10})\.json$")
-_LOAD_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
 
 # fsspec filesystems whose pipe_file(mode="create") is one atomic conditional request
 _EXCLUSIVE_CREATE = {
@@ -143,7 +154,7 @@ class ObjectStoreParquetOutput:
         self.abandon_after = DEFAULT_ABANDON_AFTER if abandon_after is None else abandon_after
         self._fs: Any = None
         self._root = ""
-        self._entries: dict[int, lg.LedgerEntry] = {}  # entries never change once created
+        self._entries: dict[int, LedgerEntry] = {}  # entries never change once created
 
     # -- the filesystem ----------------------------------------------------------------------------
     @property
@@ -172,11 +183,11 @@ class ObjectStoreParquetOutput:
 
     @property
     def ledger_dir(self) -> str:
-        return self._path(lg.LEDGER_DIR)
+        return self._path(LEDGER_DIR)
 
     @property
     def loads_dir(self) -> str:
-        return self._path(lg.LOADS_DIR)
+        return self._path(LOADS_DIR)
 
     def _ls(self, path: str) -> list[str]:
         self.fs.invalidate_cache(path)  # listings are cached by s3fs/gcsfs: the ledger must be fresh
@@ -210,10 +221,10 @@ class ObjectStoreParquetOutput:
         except Exception as exc:
             raise ConfigError("--output", f"{self.url}: cannot list the output: {type(exc).__name__}: "
                               f"{_redact(str(exc), self.storage_options)}") from None
-        if names and lg.LEDGER_DIR not in names:
-            others = sorted(n for n in names if n != lg.LOADS_DIR)
+        if names and LEDGER_DIR not in names:
+            others = sorted(n for n in names if n != LOADS_DIR)
             if others:
-                raise lg.LedgerError("--output", f"{self.url} holds {others[0]!r} but no {lg.LEDGER_DIR}/: not "
+                raise LedgerError("--output", f"{self.url} holds {others[0]!r} but no {LEDGER_DIR}/: not "
                                      "an output of this loader; load into a new prefix")
         self._probe(method)
 
@@ -222,7 +233,7 @@ class ObjectStoreParquetOutput:
         try:
             self._create(probe, b"probe\n")
         except Exception as exc:
-            raise ConfigError("--output", f"{self.url}: cannot create objects under {lg.LEDGER_DIR}/: "
+            raise ConfigError("--output", f"{self.url}: cannot create objects under {LEDGER_DIR}/: "
                               f"{type(exc).__name__}: {_redact(str(exc), self.storage_options)}") from None
         try:
             try:
@@ -241,20 +252,20 @@ class ObjectStoreParquetOutput:
 
     # -- the ledger ------------------------------------------------------------------------------
     def _entry_path(self, seq: int) -> str:
-        return f"{self.ledger_dir}/{seq:010d}.json"
+        return f"{self.ledger_dir}/{entry_name(seq)}"
 
-    def _parse_entry(self, seq: int, body: bytes) -> lg.LedgerEntry:
-        where = f"{self.url}/{lg.LEDGER_DIR}/{seq:010d}.json"
+    def _parse_entry(self, seq: int, body: bytes) -> LedgerEntry:
+        where = f"{self.url}/{LEDGER_DIR}/{entry_name(seq)}"
         try:
-            entry = lg.LedgerEntry.from_dict(json.loads(body), where)
+            entry = LedgerEntry.from_dict(json.loads(body), where)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise lg.LedgerError(where, f"not valid JSON ({exc})") from None
+            raise LedgerError(where, f"not valid JSON ({exc})") from None
         if entry.seq != seq:
-            raise lg.LedgerError(where, f"seq {entry.seq} does not match the name")
+            raise LedgerError(where, f"seq {entry.seq} does not match the name")
         self._entries[seq] = entry
         return entry
 
-    def _read_new_entry(self, seq: int) -> lg.LedgerEntry:
+    def _read_new_entry(self, seq: int) -> LedgerEntry:
         """Entry ``seq``, which another load may have created after this one's last listing."""
         if seq in self._entries:
             return self._entries[seq]
@@ -264,11 +275,11 @@ class ObjectStoreParquetOutput:
         self.fs.invalidate_cache(path)
         return self._parse_entry(seq, self.fs.cat_file(path))
 
-    def read(self) -> lg.Ledger:
-        seqs = sorted(int(m.group(1)) for n in self._ls(self.ledger_dir) if (m := _ENTRY_RE.match(n)))
+    def read(self) -> Ledger:
+        seqs = sorted(int(m.group(1)) for n in self._ls(self.ledger_dir) if (m := ENTRY_RE.match(n)))
         for i, seq in enumerate(seqs, start=1):
             if seq != i:
-                raise lg.LedgerError(f"{self.url}/{lg.LEDGER_DIR}", f"entry {i:010d}.json is missing (next is {seq})")
+                raise LedgerError(f"{self.url}/{LEDGER_DIR}", f"entry {entry_name(i)} is missing (next is {seq})")
         # every load reads the whole ledger: the entries this process has not seen are fetched
         # concurrently (one GET each, sizes from the fresh listing), not one round trip after another
         missing = [s for s in seqs if s not in self._entries]
@@ -276,15 +287,15 @@ class ObjectStoreParquetOutput:
             bodies = self.fs.cat([self._entry_path(s) for s in missing])  # a list in: a dict out
             by_name = {k.rstrip("/").rsplit("/", 1)[-1]: v for k, v in bodies.items()}
             for s in missing:
-                self._parse_entry(s, by_name[f"{s:010d}.json"])
-        return lg.Ledger(self.url, tuple(self._entries[s] for s in seqs))
+                self._parse_entry(s, by_name[entry_name(s)])
+        return Ledger(self.url, tuple(self._entries[s] for s in seqs))
 
-    def _append(self, seq: int, make: Any, *, load_id: str, check: Any) -> lg.LedgerEntry:
+    def _append(self, seq: int, make: Any, *, load_id: str, check: Any) -> LedgerEntry:
         """Create the first free entry from ``seq`` on: ``make(seq)`` builds it; every entry found
         in the way goes through ``check(entry)`` (which may raise). An entry already holding
         ``load_id`` is ours (a create the client retried after a lost answer)."""
         while True:
-            entry: lg.LedgerEntry = make(seq)
+            entry: LedgerEntry = make(seq)
             body = (json.dumps(entry.to_dict(), indent=1, sort_keys=True) + "\n").encode()
             try:
                 self._create(self._entry_path(seq), body)
@@ -299,7 +310,7 @@ class ObjectStoreParquetOutput:
 
     # -- recovery --------------------------------------------------------------------------------
     def recover(self) -> list[str]:
-        load_ids = sorted(n for n in self._ls(self.loads_dir) if _LOAD_ID_RE.match(n))
+        load_ids = sorted(n for n in self._ls(self.loads_dir) if LOAD_ID_RE.match(n))
         if not load_ids:
             return []
         ledger = self.read()
@@ -311,14 +322,14 @@ class ObjectStoreParquetOutput:
                 self._publish(committed[load_id])
                 notes.append(f"finished publishing load {load_id} (its driver stopped after the commit)")
             elif load_id in aborted:
-                self.fs.rm(self._path(lg.LOADS_DIR, load_id), recursive=True)
+                self.fs.rm(self._path(LOADS_DIR, load_id), recursive=True)
                 notes.append(f"removed load {load_id} (discarded earlier; none of its rows were visible)")
             elif _age(load_id) >= self.abandon_after:
                 stale.append(load_id)
         if stale:
             for load_id, fate in self._abort(ledger.last_seq + 1, stale).items():
                 if fate == "aborted":
-                    self.fs.rm(self._path(lg.LOADS_DIR, load_id), recursive=True)
+                    self.fs.rm(self._path(LOADS_DIR, load_id), recursive=True)
                     notes.append(f"removed load {load_id} (uncommitted and older than {self.abandon_after:g} s: "
                                  "abandoned; none of its rows were visible)")
                 else:
@@ -328,9 +339,9 @@ class ObjectStoreParquetOutput:
     def _abort(self, seq: int, load_ids: list[str]) -> dict[str, str]:
         """Commit an abort entry for ``load_ids``; a load that commits first is published instead."""
         fates = dict.fromkeys(load_ids, "aborted")
-        my_id = lg.new_load_id()
+        my_id = new_load_id()
 
-        def check(other: lg.LedgerEntry) -> None:
+        def check(other: LedgerEntry) -> None:
             # another recovery's abort entry naming the same loads is harmless: they stay aborted
             if other.load_id in fates:
                 fates[other.load_id] = "committed"
@@ -338,32 +349,30 @@ class ObjectStoreParquetOutput:
             if "aborted" not in fates.values():
                 raise _NothingLeft
 
-        def make(s: int) -> lg.LedgerEntry:
-            return lg.LedgerEntry(seq=s, load_id=my_id, committed_at=_now(), windows=(), ranges=lg.OffsetRanges(),
+        def make(s: int) -> LedgerEntry:
+            return LedgerEntry(seq=s, load_id=my_id, committed_at=_now(), windows=(), ranges=OffsetRanges(),
                                   files=(), rows=0, aborted=tuple(i for i, f in fates.items() if f == "aborted"))
 
-        try:
+        with contextlib.suppress(_NothingLeft):  # every candidate committed meanwhile: no abort entry
             self._append(seq, make, load_id=my_id, check=check)
-        except _NothingLeft:
-            pass  # every candidate committed meanwhile: no abort entry
         return fates
 
-    def _publish(self, entry: lg.LedgerEntry) -> None:
+    def _publish(self, entry: LedgerEntry) -> None:
         """Copy ``entry``'s files to their published names (each copy atomic, skipped when done),
         then delete its staging prefix. Safe to repeat."""
-        staging = self._path(lg.LOADS_DIR, entry.load_id)
-        where = f"{self.url}/{lg.LEDGER_DIR}/{entry.seq:010d}.json"
+        staging = self._path(LOADS_DIR, entry.load_id)
+        where = f"{self.url}/{LEDGER_DIR}/{entry_name(entry.seq)}"
         self.fs.invalidate_cache()
         for f in entry.files:
             src, dst = f"{staging}/{f.source}", self._path(f.path)
             if self.fs.exists(dst):
                 size = self.fs.size(dst)
                 if size != f.bytes:
-                    raise lg.LedgerError(where, f"{f.path} is published with {size} bytes, the entry says "
+                    raise LedgerError(where, f"{f.path} is published with {size} bytes, the entry says "
                                          f"{f.bytes}: written by something else than this loader?")
                 continue
             if not self.fs.exists(src):
-                raise lg.LedgerError(where, f"{f.path} is neither published nor in load {entry.load_id}'s "
+                raise LedgerError(where, f"{f.path} is neither published nor in load {entry.load_id}'s "
                                      "staging prefix")
             try:
                 self.fs.copy(src, dst)
@@ -372,7 +381,7 @@ class ObjectStoreParquetOutput:
                 self.fs.invalidate_cache()
                 if not self.fs.exists(dst):
                     raise
-            lg.crash_hook("mid_publish")
+            crash_points.reached(crash_points.MID_PUBLISH)
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(staging, recursive=True)
 
@@ -382,15 +391,15 @@ class ObjectStoreParquetOutput:
         return OutputState(ledger.held(), ledger)
 
     def begin(self) -> ObjectStorePendingLoad:
-        return ObjectStorePendingLoad(self, lg.new_load_id())
+        return ObjectStorePendingLoad(self, new_load_id())
 
 
 class ObjectStorePendingLoad:
     def __init__(self, out: ObjectStoreParquetOutput, load_id: str) -> None:
         self.out = out
         self.load_id = load_id
-        self.staging = out._path(lg.LOADS_DIR, load_id)
-        self._entry: lg.LedgerEntry | None = None
+        self.staging = out._path(LOADS_DIR, load_id)
+        self._entry: LedgerEntry | None = None
 
     def writer(self) -> ObjectStoreTaskWriter:
         return ObjectStoreTaskWriter(self.out.protocol, self.staging, self.out.storage_options)
@@ -420,42 +429,41 @@ class ObjectStorePendingLoad:
             out.append(DataFile(rel, rows, int(info["size"]), unquote(window)))
         return out
 
-    def commit(self, base: OutputState, ranges: lg.OffsetRanges, windows: Sequence[str],
+    def commit(self, base: OutputState, ranges: OffsetRanges, windows: Sequence[str],
                files: Sequence[DataFile], rows: int) -> None:
         ledger = base.token
-        assert isinstance(ledger, lg.Ledger)
-        published = tuple(lg.PublishedFile(f.path, _published_name(f.path, self.load_id, i), f.rows, f.bytes)
+        assert isinstance(ledger, Ledger)
+        published = tuple(PublishedFile(f.path, _published_name(f.path, self.load_id, i), f.rows, f.bytes)
                           for i, f in enumerate(sorted(files, key=lambda f: f.path)))
 
-        def check(other: lg.LedgerEntry) -> None:
-            where = f"{self.out.url}/{lg.LEDGER_DIR}/{other.seq:010d}.json"
+        def check(other: LedgerEntry) -> None:
+            where = f"{self.out.url}/{LEDGER_DIR}/{entry_name(other.seq)}"
             if self.load_id in other.aborted:
-                raise lg.LedgerConflict(where, f"load {other.load_id} found this load abandoned (older than "
+                raise LedgerConflict(where, f"load {other.load_id} found this load abandoned (older than "
                                         f"{self.out.abandon_after:g} s) and discarded it; nothing of this load "
                                         "was published: run it again")
             clash = other.ranges & ranges
             if clash:
                 (key, start, end), *_ = clash.intervals()
-                raise lg.LedgerConflict(where, f"load {other.load_id} committed {key[0]} {key[1]}:{key[2]} "
+                raise LedgerConflict(where, f"load {other.load_id} committed {key[0]} {key[1]}:{key[2]} "
                                         f"offsets [{start}, {end}) while this load ran; nothing of this load "
                                         "was published: run it again")
 
-        def make(seq: int) -> lg.LedgerEntry:
-            return lg.LedgerEntry(seq=seq, load_id=self.load_id, committed_at=_now(),
+        def make(seq: int) -> LedgerEntry:
+            return LedgerEntry(seq=seq, load_id=self.load_id, committed_at=_now(),
                                   windows=tuple(sorted(set(windows))), ranges=ranges, files=published, rows=rows)
 
         self._entry = self.out._append(ledger.last_seq + 1, make, load_id=self.load_id, check=check)
 
     def publish(self) -> None:
         assert self._entry is not None
-        lg.crash_hook("before_publish")
+        crash_points.reached(crash_points.BEFORE_PUBLISH)
         self.out._publish(self._entry)
 
     def abort(self) -> None:
-        try:
+        # what stays is invisible; a later load discards it once it is older than abandon_after
+        with contextlib.suppress(OSError):  # FileNotFoundError included
             self.out.fs.rm(self.staging, recursive=True)
-        except (FileNotFoundError, OSError):
-            pass  # invisible; a later load discards it once it is older than abandon_after
 
     def close(self) -> None:
         self._entry = None

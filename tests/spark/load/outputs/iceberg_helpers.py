@@ -77,7 +77,7 @@ def plan(url: str, conf: Path, claim: OffsetRanges, batches: Sequence[pa.RecordB
     new = claim - state.held
     keep = []
     for b in batches:
-        mask = [((t, br, q), o) for t, br, q, o in zip(*(b.column(k).to_pylist() for k in KEY))]
+        mask = [((t, br, q), o) for t, br, q, o in zip(*(b.column(k).to_pylist() for k in KEY), strict=True)]
         flags = [bool(OffsetRanges.of([(k, o, o + 1)]) - state.held) for k, o in mask]
         keep.append(b.filter(pa.array(flags)))
     load = out.begin()
@@ -109,7 +109,7 @@ def table_keys(url: str, conf: Path) -> list[tuple[Any, ...]]:
     assert isinstance(out, IcebergOutput)
     out.validate()
     t = out.table.refresh().scan(selected_fields=KEY).to_arrow()
-    return sorted(zip(*(t.column(k).to_pylist() for k in KEY)))
+    return sorted(zip(*(t.column(k).to_pylist() for k in KEY), strict=True))
 
 
 def duckdb_keys(metadata_location: str) -> list[tuple[Any, ...]]:

@@ -48,7 +48,7 @@ from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Produ
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
-from airflow_provider_rocketmq.spark.load.ledger import BARRIER_ENV, CRASH_ENV, CRASH_EXIT
+from airflow_provider_rocketmq.spark.load.crash_points import BARRIER_ENV, CRASH_ENV, CRASH_EXIT
 from airflow_provider_rocketmq.window.snapshot import OffsetsWindow, snapshot_window
 from tests.s3_server import MotoS3
 from tests.spark.conftest import FAULT_QUEUES, TWO_TASKS, Key, SparkRun, build_window, expected
@@ -117,7 +117,7 @@ class Matrix:
         except NoSuchTableError:
             return Observed([], 0, set(), set())
         t = table.scan(selected_fields=("broker", "queue_id", "queue_offset")).to_arrow()
-        keys = sorted(zip(*(t.column(c).to_pylist() for c in ("broker", "queue_id", "queue_offset"))))
+        keys = sorted(zip(*(t.column(c).to_pylist() for c in ("broker", "queue_id", "queue_offset")), strict=True))
         data = table.metadata.location.rstrip("/") + "/data"
         if kind == "iceberg":
             root = Path(data.removeprefix("file://"))
@@ -144,60 +144,12 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., Sp
     w = build_window(root / "stage" / "w", "w", [(b, q, range(N)) for b, q in QUEUES])
     w_twin = build_window(root / "stage" / "w-twin", "w-twin", [(b, q, range(N)) for b, q in QUEUES])
     w_more = build_window(root / "stage" / "w-more", "w-more", [(b, q, range(N + N // 2)) for b, q in QUEUES])
-
-    # phase 1: the killed drivers and the concurrent pairs, two spark-submits at a time
-    jobs = [(kind, case, point) for kind in KINDS for case, point in CRASHES.items() if case in CASES[kind]]
-
-    def crash(job: tuple[str, str, str]) -> SparkRun:
-        kind, case, point = job
-        return spark_app(LOAD_WINDOW_APP, *m.argv(w, kind, case), options=TWO_TASKS, env={CRASH_ENV: point},
-                         timeout=1800)
-
-    with ThreadPoolExecutor(2) as pool:
-        for (kind, case, _), run in zip(jobs, pool.map(crash, jobs)):
-            m.crashes[(kind, case)] = (run, m.observe(kind, case))
-        for kind in (k for k in KINDS if "e" in CASES[k]):
-            barrier = root / f"barrier-{kind}"
-            pair = [pool.submit(spark_app, LOAD_WINDOW_APP, *m.argv(man, kind, "e"), options=TWO_TASKS,
-                                env={BARRIER_ENV: f"{barrier}:2"}, timeout=1800) for man in (w, w_twin)]
-            m.concurrent[kind] = [f.result() for f in pair]
-
+    _crash_and_race(m, spark_app, w, w_twin)
     # phase 2: the next loads, on one Spark application that allows a task retry (case f)
-    plan: list[dict[str, Any]] = []
-    for kind in KINDS:
-        for case in CRASHES:
-            if case in CASES[kind]:
-                plan.append({"label": f"{kind}-{case}", "argv": m.argv(w, kind, case), "output": m.url(kind, case)})
-        if "e" in CASES[kind]:
-            plan.append({"label": f"{kind}-e-again", "argv": m.argv(w_twin, kind, "e"), "output": m.url(kind, "e")})
-        if "d" in CASES[kind]:
-            plan.append({"label": f"{kind}-d-1", "argv": m.argv(w, kind, "d"), "output": m.url(kind, "d")})
-            plan.append({"label": f"{kind}-d-2", "argv": m.argv(w_more, kind, "d"), "output": m.url(kind, "d")})
-        if "f" in CASES[kind]:
-            plan.append({"label": f"{kind}-f", "argv": m.argv(w, kind, "f"), "output": m.url(kind, "f"),
-                         "env": {CRASH_ENV: "task_fail_once"}})
-    if "j" in CASES["iceberg"]:
-        good = build_window(root / "stage" / "json", "wj", [("broker-a", 0, range(5))],
-                            body=lambda b, q, o: json.dumps({"n": o, "b": b}).encode())
-        bad = build_window(root / "stage" / "json-bad", "wjb", [("broker-a", 1, range(3))],
-                           body=lambda b, q, o: b"{oops" if o == 1 else b"{}")
-        for label, man in (("iceberg-j-bad", bad), ("iceberg-j", good)):
-            plan.append({"label": label, "argv": [*m.argv(man, "iceberg", "j"), "--body-format", "json"],
-                         "output": m.url("iceberg", "j")})
+    plan = _next_loads(m, w, w_twin, w_more) + _json_loads(m, root)
     with EmbeddedCluster() as cluster:
         if "o" in CASES["iceberg"]:
-            cluster.create_topic("orders", 2)
-            cfg = ClientConfig(namesrv_addr=cluster.namesrv_addr)
-            with Producer(cfg, group="ice_p") as producer:
-                for q in (0, 1):
-                    producer.send_batch([Message("orders", f"live/{q}/{i}".encode()) for i in range(10)],
-                                        queue=MessageQueue("orders", cluster.brokers[0].name, q))
-            with Admin(cfg) as admin:
-                offsets = snapshot_window(OffsetsWindow("orders", "ice_g", str(root / "stage" / "offsets"),
-                                                        window_id="wo"), admin, namesrv=cluster.namesrv_addr)
-            for label in ("iceberg-o-1", "iceberg-o-2"):
-                plan.append({"label": label, "argv": m.argv(Path(offsets.manifest), "iceberg", "o"),
-                             "output": m.url("iceberg", "o")})
+            plan += _offsets_loads(m, root, cluster)
         plan_file, results_file = root / "plan.json", root / "results.json"
         plan_file.write_text(json.dumps(plan))
         app = spark_app(STEPS_APP, str(plan_file), str(results_file),
@@ -214,6 +166,70 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., Sp
     if os.environ.get("ROCKETMQ_LOAD_FAULTS_KEEP") is None:
         shutil.rmtree(root / "stage", ignore_errors=True)
     return m
+
+
+def _crash_and_race(m: Matrix, spark_app: Callable[..., SparkRun], w: Path, w_twin: Path) -> None:
+    """Phase 1: the killed drivers and the concurrent pairs, two spark-submits at a time."""
+    jobs = [(kind, case, point) for kind in KINDS for case, point in CRASHES.items() if case in CASES[kind]]
+
+    def crash(job: tuple[str, str, str]) -> SparkRun:
+        kind, case, point = job
+        return spark_app(LOAD_WINDOW_APP, *m.argv(w, kind, case), options=TWO_TASKS, env={CRASH_ENV: point},
+                         timeout=1800)
+
+    with ThreadPoolExecutor(2) as pool:
+        for (kind, case, _), run in zip(jobs, pool.map(crash, jobs), strict=True):
+            m.crashes[(kind, case)] = (run, m.observe(kind, case))
+        for kind in (k for k in KINDS if "e" in CASES[k]):
+            barrier = m.root / f"barrier-{kind}"
+            pair = [pool.submit(spark_app, LOAD_WINDOW_APP, *m.argv(man, kind, "e"), options=TWO_TASKS,
+                                env={BARRIER_ENV: f"{barrier}:2"}, timeout=1800) for man in (w, w_twin)]
+            m.concurrent[kind] = [f.result() for f in pair]
+
+
+def _next_loads(m: Matrix, w: Path, w_twin: Path, w_more: Path) -> list[dict[str, Any]]:
+    """The loads after the crashes and races (cases a-c1, e), growing windows (d), a task retry (f)."""
+    plan: list[dict[str, Any]] = []
+    for kind in KINDS:
+        for case in CRASHES:
+            if case in CASES[kind]:
+                plan.append({"label": f"{kind}-{case}", "argv": m.argv(w, kind, case), "output": m.url(kind, case)})
+        if "e" in CASES[kind]:
+            plan.append({"label": f"{kind}-e-again", "argv": m.argv(w_twin, kind, "e"), "output": m.url(kind, "e")})
+        if "d" in CASES[kind]:
+            plan.append({"label": f"{kind}-d-1", "argv": m.argv(w, kind, "d"), "output": m.url(kind, "d")})
+            plan.append({"label": f"{kind}-d-2", "argv": m.argv(w_more, kind, "d"), "output": m.url(kind, "d")})
+        if "f" in CASES[kind]:
+            plan.append({"label": f"{kind}-f", "argv": m.argv(w, kind, "f"), "output": m.url(kind, "f"),
+                         "env": {CRASH_ENV: "task_fail_once"}})
+    return plan
+
+
+def _json_loads(m: Matrix, root: Path) -> list[dict[str, Any]]:
+    """Case j: ``--body-format json``, a window with a bad body first (refused), then a good one."""
+    if "j" not in CASES["iceberg"]:
+        return []
+    good = build_window(root / "stage" / "json", "wj", [("broker-a", 0, range(5))],
+                        body=lambda b, q, o: json.dumps({"n": o, "b": b}).encode())
+    bad = build_window(root / "stage" / "json-bad", "wjb", [("broker-a", 1, range(3))],
+                       body=lambda b, q, o: b"{oops" if o == 1 else b"{}")
+    return [{"label": label, "argv": [*m.argv(man, "iceberg", "j"), "--body-format", "json"],
+             "output": m.url("iceberg", "j")} for label, man in (("iceberg-j-bad", bad), ("iceberg-j", good))]
+
+
+def _offsets_loads(m: Matrix, root: Path, cluster: EmbeddedCluster) -> list[dict[str, Any]]:
+    """Case o: an offsets hand-off of live messages on the embedded broker, loaded twice."""
+    cluster.create_topic("orders", 2)
+    cfg = ClientConfig(namesrv_addr=cluster.namesrv_addr)
+    with Producer(cfg, group="ice_p") as producer:
+        for q in (0, 1):
+            producer.send_batch([Message("orders", f"live/{q}/{i}".encode()) for i in range(10)],
+                                queue=MessageQueue("orders", cluster.brokers[0].name, q))
+    with Admin(cfg) as admin:
+        offsets = snapshot_window(OffsetsWindow("orders", "ice_g", str(root / "stage" / "offsets"),
+                                                window_id="wo"), admin, namesrv=cluster.namesrv_addr)
+    return [{"label": label, "argv": m.argv(Path(offsets.manifest), "iceberg", "o"), "output": m.url("iceberg", "o")}
+            for label in ("iceberg-o-1", "iceberg-o-2")]
 
 
 def _bodies(m: Matrix, case: str) -> list[str]:

@@ -49,7 +49,7 @@ def visible(s3: MotoS3, bucket: str, name: str = "out") -> list[tuple[int, int]]
     if not d.files:
         return []
     t = d.to_table(columns=["queue_id", "queue_offset"])
-    return sorted(zip(t.column("queue_id").to_pylist(), t.column("queue_offset").to_pylist()))
+    return sorted(zip(t.column("queue_id").to_pylist(), t.column("queue_offset").to_pylist(), strict=True))
 
 
 def load(out: ObjectStoreParquetOutput, batch: pa.RecordBatch, ranges: list, *, base: Any = None,
