@@ -54,14 +54,6 @@ class LagSnapshot:
     def total_lag(self) -> int:
         return sum(q.lag for q in self.queues)
 
-    @property
-    def total_broker_offset(self) -> int:
-        return sum(q.broker_offset for q in self.queues)
-
-    @property
-    def total_consumer_offset(self) -> int:
-        return sum(max(q.consumer_offset, 0) for q in self.queues)
-
     def by_queue(self) -> dict[MessageQueue, QueueLag]:
         return {q.queue: q for q in self.queues}
 

@@ -37,11 +37,6 @@ def resolve_callable(field: str, fn: Callable[..., Any] | str) -> Callable[..., 
     return found  # type: ignore[no-any-return]  # getattr of an imported module: checked callable above
 
 
-def to_message(topic: str, item: Any, index: int) -> Message:
-    """One item the producer function yielded -> a `Message` for ``topic`` (see `to_send_item`)."""
-    return to_send_item(topic, item, index)[0]
-
-
 def to_send_item(topic: str, item: Any, index: int) -> tuple[Message, str | None]:
     """One item the producer function yielded -> (a `Message` for ``topic``, its ordering key or None).
 

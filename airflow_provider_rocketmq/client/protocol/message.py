@@ -621,14 +621,3 @@ def new_uniq_id() -> str:
 def new_uniq_ids(n: int) -> list[str]:
     """``n`` new UNIQ_KEY ids (see `UniqIdGenerator.next_ids`)."""
     return _uniq.next_ids(n)
-
-
-def message_to_dict(m: MessageExt) -> dict[str, Any]:
-    """Plain-data view used by the CLI and staging."""
-    return {
-        "topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset, "msg_id": m.msg_id,
-        "offset_msg_id": m.offset_msg_id, "tags": m.tags, "keys": m.keys, "properties": dict(m.properties),
-        "reconsume_times": m.reconsume_times, "born_timestamp": m.born_timestamp,
-        "store_timestamp": m.store_timestamp, "born_host": m.born_host, "store_host": m.store_host,
-        "commit_log_offset": m.commit_log_offset, "broker_name": m.broker_name,
-    }
