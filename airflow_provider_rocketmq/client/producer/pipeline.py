@@ -65,7 +65,6 @@ from ..protocol.message import (
     PROPERTY_UNIQ_KEY,
     PROPERTY_WAIT,
     Message,
-    new_uniq_ids,
     properties_to_string,
 )
 from ..protocol.names import DEFAULT_TOPIC, RETRY_PREFIX
@@ -81,6 +80,7 @@ from ..protocol.send_wire import (
     send_result,
 )
 from ..route import MASTER_ID
+from .message_id import new_uniq_ids
 
 if TYPE_CHECKING:
     from . import AsyncProducer

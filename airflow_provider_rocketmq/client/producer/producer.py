@@ -65,6 +65,7 @@ from ..protocol.send_wire import (
 )
 from ..route import MASTER_ID, TopicRouteData
 from .direct_send import DirectSender
+from .message_id import new_uniq_id
 from .pipeline import PipelineOptions, SendOutcome, SendPipeline
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ class AsyncProducer(ClientFacade):
                    key: str | None = None) -> SendResult:
         """Send one message; ``queue`` pins the queue, ``key`` picks one by hash (ordered sends)."""
         validate_message(msg, self.max_message_size)
-        sent, uniq = prepared(msg)
+        sent, uniq = prepared(msg, new_uniq_id)
         group, compress_over = self.client.ns(self.group), self.compress_over
 
         def build(mq: MessageQueue) -> RemotingCommand:
@@ -194,7 +195,7 @@ class AsyncProducer(ClientFacade):
     async def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
                          key: str | None = None) -> SendResult:
         """Send messages of one topic in one SEND_BATCH_MESSAGE (all land in one queue)."""
-        items = prepare_batch(msgs)
+        items = prepare_batch(msgs, new_uniq_id)
         for m in items:
             validate_message(m, self.max_message_size)
         size = len(encode_batch(items))
@@ -369,7 +370,7 @@ class AsyncProducer(ClientFacade):
             addr = client.broker_addr(mq.broker_name, MASTER_ID, exact=True)
         except RouteNotFoundError:
             return None
-        sent, uniq = prepared(msg)
+        sent, uniq = prepared(msg, new_uniq_id)
         opaque = next_opaque()
         frame = self.renderer.frame(sent, mq, opaque, int(time.time() * 1000))
         return _FastSend(client.pool.live(addr), addr, mq, opaque, frame, sent, uniq)

@@ -382,7 +382,7 @@ async def test_pipelined_batches_are_the_frames_send_batch_builds(cluster: Broke
         if n == 1:
             ref = build_send_request(copies[0], mq, "pg", born_timestamp=int(ext["g"]))
         else:
-            ref = build_batch_request(prepare_batch(copies), mq, "pg", born_timestamp=int(ext["g"]))
+            ref = build_batch_request(prepare_batch(copies, lambda: 'unused'), mq, "pg", born_timestamp=int(ext["g"]))
         assert ref.ext == ext and (ref.body or b"") == body
     assert msgs == []
 

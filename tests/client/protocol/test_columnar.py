@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.producer.message_id import new_uniq_id
 from airflow_provider_rocketmq.client.protocol import columnar
 from airflow_provider_rocketmq.client.protocol.batch import PullFilter, decode_message_batch
 from airflow_provider_rocketmq.client.protocol.columnar import (
@@ -27,7 +28,6 @@ from airflow_provider_rocketmq.client.protocol.message import (
     MessageExt,
     decode_messages,
     encode_stored_message,
-    new_uniq_id,
 )
 from airflow_provider_rocketmq.client.protocol.names import strip_namespace
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
