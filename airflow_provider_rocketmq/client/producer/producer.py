@@ -108,7 +108,7 @@ class AsyncProducer(ClientFacade):
         self.send_timeout = send_timeout
         self.auto_create_topic = auto_create_topic
         self.renderer = SendFrameRenderer(self.client.ns(group), compress_over)
-        self._counter = itertools.count()
+        self.rotation: Iterator[int] = itertools.count()  # the round robin over a topic's queues
         self._queue_cache: dict[str, tuple[TopicRouteData, list[MessageQueue]]] = {}
         self._valid_topics: set[str] = set()
         self._closed = False
@@ -171,12 +171,13 @@ class AsyncProducer(ClientFacade):
         self._queue_cache[topic] = (route, queues)
         return queues
 
-    def _pick(self, queues: list[MessageQueue], last_failed_broker: str | None) -> MessageQueue:
-        start = next(self._counter)
-        if last_failed_broker is not None:
+    def pick_queue(self, queues: list[MessageQueue], avoid_broker: str | None) -> MessageQueue:
+        """The next queue of the round robin, on another broker than ``avoid_broker`` when there is one."""
+        start = next(self.rotation)
+        if avoid_broker is not None:
             for i in range(len(queues)):
                 mq = queues[(start + i) % len(queues)]
-                if mq.broker_name != last_failed_broker:
+                if mq.broker_name != avoid_broker:
                     return mq
         return queues[start % len(queues)]
 
@@ -297,9 +298,9 @@ class AsyncProducer(ClientFacade):
         else:
             # after a failure, re-read the route: the broker may be gone or the topic moved
             queues = await self.publish_queues(topic, refresh=last_broker is not None)
-            mq = select_by_key(queues, key) if key is not None else self._pick(queues, last_broker)
+            mq = select_by_key(queues, key) if key is not None else self.pick_queue(queues, last_broker)
         try:
-            return await self._send_once(mq, build(mq), uniq)
+            return await self.send_request(mq, build(mq), uniq)
         except NotSentError as exc:
             exc.queue = mq
             raise
@@ -335,7 +336,9 @@ class AsyncProducer(ClientFacade):
         log.warning("send to %s not stored (%s); %s", exc.queue or exc.broker, exc.cause,
                     "retrying" if attempt <= self.retry_times else "giving up")
 
-    async def _send_once(self, mq: MessageQueue, cmd: RemotingCommand, uniq: str) -> SendResult:
+    async def send_request(self, mq: MessageQueue, cmd: RemotingCommand, uniq: str) -> SendResult:
+        """One attempt of ``cmd`` to ``mq``'s master; `NotSentError` when the broker certainly did not
+        store it (a refused or timed-out connect, a retriable answer)."""
         addr = await self.client.master_addr(mq)
         loop = asyncio.get_running_loop()
         budget = self.attempt_timeout
@@ -365,7 +368,7 @@ class AsyncProducer(ClientFacade):
             queues = self.cached_queues(topic)
             if queues is None:
                 return None
-            mq = select_by_key(queues, key) if key is not None else queues[next(self._counter) % len(queues)]
+            mq = select_by_key(queues, key) if key is not None else queues[next(self.rotation) % len(queues)]
         try:
             addr = client.broker_addr(mq.broker_name, MASTER_ID, exact=True)
         except RouteNotFoundError:
