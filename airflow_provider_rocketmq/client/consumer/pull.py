@@ -20,10 +20,10 @@ import random
 import time
 from collections.abc import Callable, Mapping
 
-from ..connection import RemotingProtocol, next_opaque
+from ..connection import RemotingProtocol
 from ..mqclient import MQClient
 from ..protocol.batch import BatchDecoder, PulledBatch, filter_for
-from ..protocol.codes import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode, ResponseCode
+from ..protocol.codes import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.errors import (
     AclDeniedError,
@@ -35,11 +35,11 @@ from ..protocol.errors import (
 from ..protocol.message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages_sized
 from ..protocol.names import RETRY_PREFIX
 from ..protocol.queue import MessageQueue
+from ..pull_request import PullFrame
 from .config import ConsumerConfig
 from .lifecycle import Background, Lifecycle
 from .ports import DeniedHook, FlowLimits, ForgetQueue, PullOffsets, StartOffset, StopOffsets
 from .process_queue import ProcessQueue
-from .pull_frame import PullFrame
 from .stats import ConsumeStatsTable
 from .subscription import SubscriptionData
 
@@ -329,7 +329,6 @@ class PullService:
         if conn is None or conn.is_closed:
             conn = self._conns[addr] = await client.pool.get(addr)
         flag = PULL_FLAG_SUSPEND  # no commit bit: see the module docstring
-        commit = 0
         subscription = None
         if cfg.post_subscription_when_pull:
             flag |= PULL_FLAG_SUBSCRIPTION
@@ -340,15 +339,7 @@ class PullService:
                 "consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id),
                 "suspendTimeoutMillis": str(int(cfg.broker_suspend_max_time * 1000)),
                 "expressionType": sub.expression_type, "bname": mq.broker_name})
-        if conn.rpc_hook is None:
-            opaque = next_opaque()
-            fut = conn.start_encoded(opaque, frame.render(opaque, offset, max_nums, flag, commit,
-                                                          sub.sub_version, subscription))
-        else:  # a signing hook needs the command itself
-            cmd = RemotingCommand(RequestCode.PULL_MESSAGE,
-                                  frame.fields(offset, max_nums, flag, commit, sub.sub_version, subscription))
-            fut = conn.start_request(cmd)
-            opaque = cmd.opaque
+        opaque, fut = frame.start(conn, offset, max_nums, flag, sub.sub_version, subscription)
         self._waiting[opaque] = (self.now() + cfg.consumer_timeout_when_suspend, fut, mq)
         try:
             return await fut
