@@ -27,8 +27,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_rocketmq.client.config import parse_namesrv
-from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError, parse_namesrv
 
 DEFAULT_NAMESRV_PORT = 9876
 
