@@ -416,26 +416,19 @@ def decode_messages_sized(data: bytes, *, decompress_body: bool = True,
     eager = _EAGER_V4.unpack_from
     fixed_size = _EAGER_V4.size
     short = _H.unpack_from
+    byte = _B.unpack_from
     new = MessageExt.__new__
     # the records of one pull share their topic: its name is decoded once, then compared as bytes
     topic_raw = b""
     topic = ""
     while pos < end:
-        if end - pos < 4:
-            raise MessageDecodeError(f"{end - pos} trailing bytes after the last message")
         try:
             store_size, magic, queue_id, queue_offset, sys_flag, reconsume, body_len = eager(data, pos)
         except struct.error:  # fewer bytes left than any record holds
-            try:
-                store_size = _HEAD.unpack_from(data, pos)[0]
-            except struct.error:
-                raise MessageDecodeError("truncated message record header") from None
-            raise MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})") from None
+            raise _short_record(data, pos) from None
         rec_end = pos + store_size
-        if store_size < fixed_size or rec_end > end:
-            raise MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})")
-        if magic != MAGIC_V1 and magic != MAGIC_V2:
-            raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
+        if store_size < fixed_size or rec_end > end or (magic != MAGIC_V1 and magic != MAGIC_V2):
+            raise _bad_record(store_size, magic, pos, end)
         m = new(MessageExt)
         m._properties = None
         m._hdr = None
@@ -454,12 +447,9 @@ def decode_messages_sized(data: bytes, *, decompress_body: bool = True,
             body = data[p:p + body_len]
             body_bytes += body_len
             p += body_len
-            if magic == MAGIC_V1:
-                (tlen,) = _B.unpack_from(data, p)
-                p += 1
-            else:
-                (tlen,) = short(data, p)
-                p += 2
+            v1 = magic == MAGIC_V1  # the topic's length is an int8 (magic v1) or an int16 (v2)
+            (tlen,) = byte(data, p) if v1 else short(data, p)
+            p += 1 if v1 else 2
             if tlen < 0 or p + tlen > rec_end:
                 raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
             if tlen != len(topic_raw) or not data.startswith(topic_raw, p):
@@ -487,6 +477,25 @@ def decode_messages_sized(data: bytes, *, decompress_body: bool = True,
         append(m)
         pos = rec_end
     return out, body_bytes
+
+
+def _short_record(data: bytes, pos: int) -> MessageDecodeError:
+    """The error for a record at ``pos`` shorter than the fixed IPv4 prefix."""
+    end = len(data)
+    if end - pos < 4:
+        return MessageDecodeError(f"{end - pos} trailing bytes after the last message")
+    try:
+        store_size = _HEAD.unpack_from(data, pos)[0]
+    except struct.error:
+        return MessageDecodeError("truncated message record header")
+    return MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})")
+
+
+def _bad_record(store_size: int, magic: int, pos: int, end: int) -> MessageDecodeError:
+    """The error for a record whose size or magic code is wrong."""
+    if store_size < _EAGER_V4.size or pos + store_size > end:
+        return MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})")
+    return MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
 
 
 def encode_stored_message(*, topic: str, body: bytes, properties: str | Mapping[str, str], queue_id: int,
