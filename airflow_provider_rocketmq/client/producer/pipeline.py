@@ -326,10 +326,7 @@ class SendPipeline:
             return start
         stop = min(len(items), start + room)
         if self.stopped:
-            for i in range(start, stop):
-                seq = self._seq
-                self._seq = seq + 1
-                self._record(SendOutcome(seq, items[i][0], None, self._aborted("the run stopped")))
+            self._abort_unsent(items, start, stop)
             return stop
         ids = new_uniq_ids(stop - start)
         queues_of, unkeyed, lanes, compress_over = self._queues, self._unkeyed, self._lanes, self._compress_over
@@ -371,9 +368,7 @@ class SendPipeline:
                     added += 1
                     continue
                 mq = select_by_key(queues, key)
-                lane = lanes.get(mq)
-                if lane is None:
-                    lane = lanes[mq] = _Lane(mq)
+                lane = lanes.get(mq) or self._open_lane(mq)
                 if lane.broken is not None:
                     self._record(SendOutcome(item.seq, msg, None, SendAbortedError(
                         f"not sent: an earlier message of {mq} failed ({lane.broken})", lane.broken)))
@@ -388,6 +383,17 @@ class SendPipeline:
             if added and self._flush_handle is None:
                 self._flush_handle = self._loop.call_soon(self._flush)
         return i
+
+    def _open_lane(self, mq: MessageQueue) -> _Lane:
+        lane = self._lanes[mq] = _Lane(mq)
+        return lane
+
+    def _abort_unsent(self, items: Sequence[tuple[Message, str | None]], start: int, stop: int) -> None:
+        """``items[start:stop]`` offered once the run stopped: accepted, `SendAbortedError` their outcome."""
+        for i in range(start, stop):
+            seq = self._seq
+            self._seq = seq + 1
+            self._record(SendOutcome(seq, items[i][0], None, self._aborted("the run stopped")))
 
     async def _load_for(self, msg: Message) -> bool:
         """Load the route of ``msg``'s topic; False when that failed (the failure is its outcome)."""
@@ -766,7 +772,7 @@ class SendPipeline:
                                     else "giving up")
                         raise
             self._complete(req, [SendOutcome(item.seq, item.msg, result, None, req.number)
-                                 for item, result in zip(req.items, results)])
+                                 for item, result in zip(req.items, results, strict=True)])
         except NotSentError as exc:
             self._fail(req, exc.cause)
         except RocketMQError as exc:

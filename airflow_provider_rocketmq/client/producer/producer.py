@@ -73,6 +73,17 @@ log = logging.getLogger(__name__)
 SendItem = Message | tuple[Message, str | None]  # a message, or (message, key) for ordered sends
 
 
+def _check_key(key: object) -> None:
+    if key is not None and not isinstance(key, str):
+        raise ConfigError("key", f"must be a string, got {type(key).__name__}")
+
+
+async def _async_items(items: Iterable[SendItem]) -> AsyncIterator[SendItem]:
+    """``items`` as an async iterable (what `AsyncProducer.send_many` reads)."""
+    for item in items:
+        yield item
+
+
 def _check_target(topic: str, queue: MessageQueue | None, key: str | None, ns: Any) -> None:
     if queue is not None and not isinstance(queue, MessageQueue):
         raise ConfigError("queue", f"expected a MessageQueue(topic, broker_name, queue_id), got {queue!r}")
@@ -223,29 +234,19 @@ class AsyncProducer(ClientFacade):
         ``messages`` itself is raised once the messages before it have their outcomes (yielded first).
         """
         pipe = self.pipeline(max_in_flight=max_in_flight, max_batch=max_batch, stop_on_error=stop_on_error)
-        if key is not None and not isinstance(key, str):
-            raise ConfigError("key", f"must be a string, got {type(key).__name__}")
+        _check_key(key)
+        items = messages if isinstance(messages, AsyncIterable) else _async_items(messages)
         failure: BaseException | None = None
         try:
             try:
-                if isinstance(messages, AsyncIterable):
-                    async for item in messages:
-                        msg, k = self.check_item(item, key)
-                        if not pipe.offer(msg, k):
-                            await pipe.put(msg, k)
-                        for outcome in pipe.take():
-                            yield outcome
-                        if pipe.stopped:
-                            break
-                else:
-                    for item in messages:
-                        msg, k = self.check_item(item, key)
-                        if not pipe.offer(msg, k):
-                            await pipe.put(msg, k)
-                        for outcome in pipe.take():
-                            yield outcome
-                        if pipe.stopped:
-                            break
+                async for item in items:
+                    msg, k = self.check_item(item, key)
+                    if not pipe.offer(msg, k):
+                        await pipe.put(msg, k)
+                    for outcome in pipe.take():
+                        yield outcome
+                    if pipe.stopped:
+                        break
             except Exception as exc:
                 failure = exc
             while pipe.outstanding:
@@ -535,8 +536,7 @@ class Producer(SyncFacade[AsyncProducer]):
         """
         self.start()
         impl = self._impl
-        if key is not None and not isinstance(key, str):
-            raise ConfigError("key", f"must be a string, got {type(key).__name__}")
+        _check_key(key)
         pipe = self._loop.run(_open_pipeline(impl, max_in_flight, max_batch, stop_on_error))
         chunk_size = max(1, min(256, pipe.options.capacity // 2))
         it = iter(messages)
