@@ -23,7 +23,6 @@ from typing import Any, NoReturn
 
 from .client import RocketMQError
 
-
 COMMAND_MODULES = [
     "airflow_provider_rocketmq.commands.produce",
     "airflow_provider_rocketmq.commands.admin",
