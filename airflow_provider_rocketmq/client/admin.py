@@ -139,13 +139,13 @@ class AsyncAdmin(ClientFacade):
         """Max offset of every readable queue of ``topic`` (a window's end)."""
         queues = await self.topic_queues(topic)
         offsets = await _bounded_gather([partial(self.client.max_offset, mq) for mq in queues])
-        return dict(zip(queues, offsets))
+        return dict(zip(queues, offsets, strict=True))
 
     async def committed_offsets(self, group: str, topic: str) -> dict[MessageQueue, int]:
         queues = await self.topic_queues(topic)
         offsets = await _bounded_gather([partial(self.client.query_consumer_offset, mq, group)
                                          for mq in queues])
-        return dict(zip(queues, offsets))
+        return dict(zip(queues, offsets, strict=True))
 
     # -- consumer groups -------------------------------------------------------------
     async def consumer_ids(self, group: str) -> list[str]:

@@ -101,7 +101,7 @@ def format_table(snapshot: LagSnapshot) -> str:
     rows = [(q.topic, q.broker, str(q.queue_id), str(q.broker_offset), str(q.consumer_offset), str(q.lag))
             for q in snapshot.queues]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
     lines.append("")
     lines.append(f"Consume group: {snapshot.group}"
                  + (f"  topic: {snapshot.topic}" if snapshot.topic else "")

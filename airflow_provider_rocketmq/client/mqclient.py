@@ -69,7 +69,7 @@ async def with_deadline(coro: Awaitable[T], timeout: float | None, what: str) ->
 
 
 class MQClient:
-    """Shared RPC layer of one client instance (see docs/CONTRACTS.md)."""
+    """Shared RPC layer of one client instance: routes, connections, the requests every facade makes."""
 
     def __init__(self, config: ClientConfig | None = None,
                  handlers: dict[int, Handler] | None = None) -> None:

@@ -243,7 +243,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
 
     def _limits(self, *, rendered: bool) -> dict[str, Any]:
         out = {}
-        for name, kind in zip(_LIMITS, (int, int, float)):
+        for name, kind in zip(_LIMITS, (int, int, float), strict=True):
             value = getattr(self, name)
             if _is_template(value) and not rendered:
                 value = None

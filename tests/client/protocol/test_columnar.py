@@ -320,7 +320,7 @@ def test_uniform_properties_take_the_fast_path_and_equal_the_general_one() -> No
         fast, general = _split_both(body)
         assert fast is not None, raws[0]
         assert fast[0].equals(general[0])  # the same map, entries in the same order
-        assert all(a.equals(b) for a, b in zip(fast[1], general[1]))
+        assert all(a.equals(b) for a, b in zip(fast[1], general[1], strict=True))
         assert_same(body)
 
 
@@ -368,7 +368,7 @@ def test_generated_uniform_properties_equal_reference(parts: list[bytes], restor
     body = b"".join(parts)
     fast, general = _split_both(body)
     assert fast is not None
-    assert fast[0].equals(general[0]) and all(a.equals(b) for a, b in zip(fast[1], general[1]))
+    assert fast[0].equals(general[0]) and all(a.equals(b) for a, b in zip(fast[1], general[1], strict=True))
     assert_same(body, MQ, PullFilter(None, None, restore, namespace))
 
 

@@ -70,7 +70,7 @@ def test_records_of_different_topics_in_one_body_keep_their_own_topic() -> None:
     body = b"".join(encode_stored_message(
         topic=t, body=str(i).encode(), properties="", queue_id=1, queue_offset=i, commit_log_offset=i,
         born_timestamp=1, born_host=h, store_timestamp=2, store_host="127.0.0.1:10911")
-        for i, (t, h) in enumerate(zip(topics, hosts)))
+        for i, (t, h) in enumerate(zip(topics, hosts, strict=True)))
     msgs = decode_messages(body)
     assert [(m.topic, m.body, m.queue_offset) for m in msgs] == \
         [(t, str(i).encode(), i) for i, t in enumerate(topics)]
