@@ -1,4 +1,5 @@
-"""A small worker pool tuned for handing pulled batches to consume threads.
+"""A small worker pool tuned for handing pulled batches to consume threads, and the part of the
+consume services built on it (`PooledConsumeService`: results polled by the loop, drain, close).
 
 `concurrent.futures.ThreadPoolExecutor` creates a Future (with its own
 Condition) per task and may wake a thread for every submit. Here a task is a

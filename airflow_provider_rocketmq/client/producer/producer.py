@@ -29,7 +29,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -76,12 +76,6 @@ SendItem = Message | tuple[Message, str | None]  # a message, or (message, key) 
 def _check_key(key: object) -> None:
     if key is not None and not isinstance(key, str):
         raise ConfigError("key", f"must be a string, got {type(key).__name__}")
-
-
-async def _async_items(items: Iterable[SendItem]) -> AsyncIterator[SendItem]:
-    """``items`` as an async iterable (what `AsyncProducer.send_many` reads)."""
-    for item in items:
-        yield item
 
 
 def _check_target(topic: str, queue: MessageQueue | None, key: str | None, ns: Any) -> None:
@@ -235,18 +229,14 @@ class AsyncProducer(ClientFacade):
         """
         pipe = self.pipeline(max_in_flight=max_in_flight, max_batch=max_batch, stop_on_error=stop_on_error)
         _check_key(key)
-        items = messages if isinstance(messages, AsyncIterable) else _async_items(messages)
+        feed = (self._feed_async(pipe, messages, key) if isinstance(messages, AsyncIterable)
+                else self._feed(pipe, messages, key))
         failure: BaseException | None = None
         try:
             try:
-                async for item in items:
-                    msg, k = self.check_item(item, key)
-                    if not pipe.offer(msg, k):
-                        await pipe.put(msg, k)
-                    for outcome in pipe.take():
+                async for ready in feed:
+                    for outcome in ready:
                         yield outcome
-                    if pipe.stopped:
-                        break
             except Exception as exc:
                 failure = exc
             while pipe.outstanding:
@@ -256,9 +246,37 @@ class AsyncProducer(ClientFacade):
             for outcome in pipe.take():
                 yield outcome
         finally:
+            await feed.aclose()
             await pipe.close()
         if failure is not None:
             raise failure
+
+    async def _feed(self, pipe: SendPipeline, messages: Iterable[SendItem],
+                    key: str | None) -> AsyncGenerator[list[SendOutcome], None]:
+        """Put ``messages`` in ``pipe`` one by one (waiting for room) until it stops; after each, the
+        outcomes ready so far, when there are some."""
+        for item in messages:
+            msg, k = self.check_item(item, key)
+            if not pipe.offer(msg, k):
+                await pipe.put(msg, k)
+            ready = pipe.take()
+            if ready:
+                yield ready
+            if pipe.stopped:
+                return
+
+    async def _feed_async(self, pipe: SendPipeline, messages: AsyncIterable[SendItem],
+                          key: str | None) -> AsyncGenerator[list[SendOutcome], None]:
+        """`_feed` for an async source."""
+        async for item in messages:
+            msg, k = self.check_item(item, key)
+            if not pipe.offer(msg, k):
+                await pipe.put(msg, k)
+            ready = pipe.take()
+            if ready:
+                yield ready
+            if pipe.stopped:
+                return
 
     def check_item(self, item: Any, key: str | None) -> tuple[Message, str | None]:
         """``item`` of `send_many` as (message, key), validated (ConfigError naming the field)."""
