@@ -224,6 +224,7 @@ class ColumnBatch:
 # size, magic, queueOffset, sysFlag, bodyLen of the fixed IPv4 prefix (the rest is skipped)
 _V4_WALK = struct.Struct(">ii12xq8xi44xi")
 _H = struct.Struct(">h")
+_B = struct.Struct(">b")
 _V6_TAIL = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLen
 
 
@@ -319,21 +320,50 @@ def _index_plain_records(data: bytes) -> _RecordIndex:
 
 
 def _index_any_records(data: bytes) -> _RecordIndex:
-    """Every record checked field by field (IPv6 hosts, compressed bodies, magic v2, mixed topics)."""
+    """Every record checked field by field (IPv6 hosts, compressed bodies, magic v2, mixed topics), in
+    the order `decode_messages` checks them."""
     starts: list[int] = []
     offsets: list[int] = []
     sizes: list[int] = []
     inflated: dict[int, bytes] | None = None
     pos = 0
     end = len(data)
+    unpack = _V4_WALK.unpack_from
+    unpack_h = _H.unpack_from
+    unpack_b = _B.unpack_from
     last_topic = None
     mixed = False
     try:
         while pos < end:
-            size, queue_offset, sys_flag, body_start, body_len, topic = _checked_record(data, pos, end, last_topic)
+            if end - pos < _MIN_RECORD:
+                raise _short_record(pos, end)
+            size, magic, queue_offset, sys_flag, body_len = unpack(data, pos)
+            if size < _MIN_RECORD or pos + size > end or (magic != MAGIC_V1 and magic != MAGIC_V2):
+                raise _bad_record(size, magic, pos, end)
+            if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
+                body_start = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
+                    + (20 if sys_flag & FLAG_STOREHOST_V6 else 8) + 16
+                body_len = _V6_TAIL.unpack_from(data, body_start - 16)[2]
+            else:
+                body_start = pos + _MIN_RECORD
+            rec_end = pos + size
+            if body_len < 0 or body_start + body_len > rec_end:
+                raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
+            p = body_start + body_len
+            v1 = magic == MAGIC_V1  # the topic's length is an int8 (magic v1) or an int16 (v2)
+            (tlen,) = unpack_b(data, p) if v1 else unpack_h(data, p)
+            p += 1 if v1 else 2
+            if tlen < 0 or p + tlen > rec_end:
+                raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
+            topic = data[p:p + tlen]
             if topic != last_topic:
+                topic.decode("utf-8")
                 mixed = last_topic is not None
                 last_topic = topic
+            p += tlen
+            (plen,) = unpack_h(data, p)
+            if plen < 0 or p + 2 + plen > rec_end:
+                raise MessageDecodeError(f"properties length {plen} overruns the record at {pos}")
             if sys_flag & FLAG_COMPRESSED:
                 inflated = inflated if inflated is not None else {}
                 inflated[pos] = raw = decompress(data[body_start:body_start + body_len], sys_flag)
@@ -349,51 +379,16 @@ def _index_any_records(data: bytes) -> _RecordIndex:
     return starts, offsets, sizes, inflated, None if mixed else last_topic
 
 
-def _checked_record(data: bytes, pos: int, end: int,
-                    known_topic: bytes | None) -> tuple[int, int, int, int, int, bytes]:
-    """The record at ``pos``, every length checked against the record and the body, its topic's UTF-8
-    too unless it is ``known_topic``: (size, queue offset, sys flag, body start, stored body length,
-    topic bytes). Raises `MessageDecodeError`, or struct.error / IndexError (truncated) and
-    UnicodeDecodeError (topic), checked in the order `decode_messages` checks them."""
-    if end - pos < _MIN_RECORD:
-        if end - pos < 4:
-            raise MessageDecodeError(f"{end - pos} trailing bytes after the last message")
-        raise MessageDecodeError(f"message record at {pos} overruns the body ({end})")
-    size, magic, queue_offset, sys_flag, body_len = _V4_WALK.unpack_from(data, pos)
+def _short_record(pos: int, end: int) -> MessageDecodeError:
+    if end - pos < 4:
+        return MessageDecodeError(f"{end - pos} trailing bytes after the last message")
+    return MessageDecodeError(f"message record at {pos} overruns the body ({end})")
+
+
+def _bad_record(size: int, magic: int, pos: int, end: int) -> MessageDecodeError:
     if size < _MIN_RECORD or pos + size > end:
-        raise MessageDecodeError(f"message record size {size} at {pos} overruns the body ({end})")
-    if magic != MAGIC_V1 and magic != MAGIC_V2:
-        raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
-    if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
-        p = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
-            + (20 if sys_flag & FLAG_STOREHOST_V6 else 8)
-        body_len = _V6_TAIL.unpack_from(data, p)[2]
-        p += 16
-    else:
-        p = pos + _MIN_RECORD
-    rec_end = pos + size
-    if body_len < 0 or p + body_len > rec_end:
-        raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
-    body_start = p
-    p += body_len
-    if magic == MAGIC_V1:
-        tlen = data[p]
-        if tlen > 127:
-            tlen -= 256
-        p += 1
-    else:
-        (tlen,) = _H.unpack_from(data, p)
-        p += 2
-    if tlen < 0 or p + tlen > rec_end:
-        raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
-    topic = data[p:p + tlen]
-    if topic != known_topic:
-        topic.decode("utf-8")
-    p += tlen
-    (plen,) = _H.unpack_from(data, p)
-    if plen < 0 or p + 2 + plen > rec_end:
-        raise MessageDecodeError(f"properties length {plen} overruns the record at {pos}")
-    return size, queue_offset, sys_flag, body_start, body_len, topic
+        return MessageDecodeError(f"message record size {size} at {pos} overruns the body ({end})")
+    return MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
 
 
 def _properties_of(data: bytes, pos: int) -> bytes:
