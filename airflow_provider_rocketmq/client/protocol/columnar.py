@@ -224,7 +224,6 @@ class ColumnBatch:
 # size, magic, queueOffset, sysFlag, bodyLen of the fixed IPv4 prefix (the rest is skipped)
 _V4_WALK = struct.Struct(">ii12xq8xi44xi")
 _H = struct.Struct(">h")
-_B = struct.Struct(">b")
 _V6_TAIL = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLen
 
 
@@ -330,7 +329,6 @@ def _index_any_records(data: bytes) -> _RecordIndex:
     end = len(data)
     unpack = _V4_WALK.unpack_from
     unpack_h = _H.unpack_from
-    unpack_b = _B.unpack_from
     last_topic = None
     mixed = False
     try:
@@ -341,23 +339,28 @@ def _index_any_records(data: bytes) -> _RecordIndex:
             if size < _MIN_RECORD or pos + size > end or (magic != MAGIC_V1 and magic != MAGIC_V2):
                 raise _bad_record(size, magic, pos, end)
             if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
-                body_start = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
-                    + (20 if sys_flag & FLAG_STOREHOST_V6 else 8) + 16
-                body_len = _V6_TAIL.unpack_from(data, body_start - 16)[2]
+                p = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
+                    + (20 if sys_flag & FLAG_STOREHOST_V6 else 8)
+                body_len = _V6_TAIL.unpack_from(data, p)[2]
+                p += 16
             else:
-                body_start = pos + _MIN_RECORD
+                p = pos + _MIN_RECORD
             rec_end = pos + size
-            if body_len < 0 or body_start + body_len > rec_end:
+            if body_len < 0 or p + body_len > rec_end:
                 raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
-            p = body_start + body_len
-            v1 = magic == MAGIC_V1  # the topic's length is an int8 (magic v1) or an int16 (v2)
-            (tlen,) = unpack_b(data, p) if v1 else unpack_h(data, p)
-            p += 1 if v1 else 2
+            body_start = p
+            p += body_len
+            if magic == MAGIC_V1:  # the topic's length: a signed int8 (magic v1) or int16 (v2)
+                tlen = _SIGNED_BYTE[data[p]]
+                p += 1
+            else:
+                (tlen,) = unpack_h(data, p)
+                p += 2
             if tlen < 0 or p + tlen > rec_end:
                 raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
             topic = data[p:p + tlen]
             if topic != last_topic:
-                topic.decode("utf-8")
+                _check_utf8(topic, pos)
                 mixed = last_topic is not None
                 last_topic = topic
             p += tlen
@@ -374,9 +377,17 @@ def _index_any_records(data: bytes) -> _RecordIndex:
             pos += size
     except (struct.error, IndexError):
         raise MessageDecodeError(f"truncated message record at {pos}") from None
+    return starts, offsets, sizes, inflated, None if mixed else last_topic
+
+
+_SIGNED_BYTE = tuple(b - 256 if b > 127 else b for b in range(256))  # a byte read as an int8
+
+
+def _check_utf8(topic: bytes, pos: int) -> None:
+    try:
+        topic.decode("utf-8")
     except UnicodeDecodeError:
         raise MessageDecodeError(f"message topic at {pos} is not UTF-8") from None
-    return starts, offsets, sizes, inflated, None if mixed else last_topic
 
 
 def _short_record(pos: int, end: int) -> MessageDecodeError:
