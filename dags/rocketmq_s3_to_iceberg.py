@@ -18,12 +18,10 @@ never as ``spark-submit`` arguments. The offsets are committed only after the lo
 the next run reads the same messages, and the table's ledger loads every offset once.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
 from airflow_provider_rocketmq.hooks.storage import output_storage_options
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
@@ -31,56 +29,26 @@ from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOper
 from airflow_provider_rocketmq.sensors.lag import RocketMQLagSensor
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 
-with DAG(
-    dag_id="rocketmq_s3_to_iceberg",
-    schedule="@hourly",
-    start_date=datetime(2024, 1, 1),
-    catchup=False,
-    max_active_runs=1,  # windows of one group follow each other
-    params={
-        "topic": Param("orders", type="string"),
-        "consumer_group": Param("orders_to_iceberg", type="string"),
-        "table": Param("iceberg://lake/rocketmq.orders?create=true", type="string"),
-    },
-    user_defined_macros={"rocketmq_storage_options": output_storage_options},
-    tags=["rocketmq", "spark", "iceberg", "example"],
-):
+with DAG("rocketmq_s3_to_iceberg", schedule="@hourly", start_date=datetime(2024, 1, 1), catchup=False,
+         max_active_runs=1,  # the windows of one group follow each other
+         params={"topic": "orders", "consumer_group": "orders_to_iceberg",
+                 "table": "iceberg://lake/rocketmq.orders?create=true"},
+         user_defined_macros={"rocketmq_storage_options": output_storage_options}):
     wait_for_messages = RocketMQLagSensor(
-        task_id="wait_for_messages",
-        topic="{{ params.topic }}",
-        consumer_group="{{ params.consumer_group }}",
-        min_lag=1,  # at least one message waits
-        deferrable=True,
-        poke_interval=30,
-        timeout=50 * 60,
-        soft_fail=True,  # nothing arrived this hour: skip the run
-    )
-
+        task_id="wait_for_messages", topic="{{ params.topic }}", consumer_group="{{ params.consumer_group }}",
+        min_lag=1, deferrable=True, poke_interval=30, timeout=50 * 60,
+        soft_fail=True)  # nothing arrived this hour: the run is skipped
     consume_window = RocketMQConsumeWindowOperator(
-        task_id="consume_window",
-        topic="{{ params.topic }}",
-        consumer_group="{{ params.consumer_group }}",
-        max_messages=5_000_000,
-        commit="after_downstream",  # RocketMQCommitWindowOperator commits, after the load
-    )
-
+        task_id="consume_window", topic="{{ params.topic }}", consumer_group="{{ params.consumer_group }}",
+        max_messages=5_000_000, commit="after_downstream")  # commit_window commits, after the load
     load_window = SparkSubmitOperator(
-        task_id="load_window",
-        conn_id="spark_default",
-        application=LOAD_WINDOW_APP,
-        application_args=[
-            "--manifest", "{{ ti.xcom_pull(task_ids='consume_window')['manifest'] }}",
-            "--output", "{{ params.table }}",
-        ],
-        env_vars={
-            # the staging bucket, read by the driver and the tasks (fsspec's configuration for s3://)
+        task_id="load_window", conn_id="spark_default", application=LOAD_WINDOW_APP,
+        application_args=["--manifest", "{{ ti.xcom_pull(task_ids='consume_window')['manifest'] }}",
+                          "--output", "{{ params.table }}"],
+        env_vars={  # credentials travel in the job's environment, rendered when the task runs
             "FSSPEC_S3": "{{ rocketmq_storage_options(ti.xcom_pull(task_ids='consume_window')['manifest'], "
-                         "'lake_s3') }}",
-            # the Iceberg catalog's properties (the job adds them to pyiceberg's configuration)
-            "ROCKETMQ_OUTPUT_STORAGE_OPTIONS": "{{ rocketmq_storage_options(params.table, 'lake_catalog') }}",
-        },
-    )
-
+                         "'lake_s3') }}",  # the staging bucket: fsspec's s3 configuration
+            "ROCKETMQ_OUTPUT_STORAGE_OPTIONS": "{{ rocketmq_storage_options(params.table, 'lake_catalog') }}"})
     commit_window = RocketMQCommitWindowOperator(task_id="commit_window", manifests=consume_window.output)
 
     wait_for_messages >> consume_window >> load_window >> commit_window
