@@ -21,13 +21,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from airflow_provider_rocketmq.client.producer.message_id import new_uniq_id
 from airflow_provider_rocketmq.client.protocol.batch import PullFilter
 from airflow_provider_rocketmq.client.protocol.columnar import decode_columns, to_record_batch
-from airflow_provider_rocketmq.client.protocol.message import (
-    decode_messages,
-    encode_stored_message,
-    new_uniq_id,
-)
+from airflow_provider_rocketmq.client.protocol.message import decode_messages, encode_stored_message
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 
 MQ = MessageQueue("BenchTopic", "broker-a", 3)

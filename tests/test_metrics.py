@@ -109,7 +109,7 @@ def produce(namesrv: str, topic: str, per_queue: list[int]) -> None:
     with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
         admin.create_topic(topic, queues=len(per_queue))
     with Producer(ClientConfig(namesrv_addr=namesrv)) as producer:
-        for mq, n in zip(producer.publish_queues(topic), per_queue):
+        for mq, n in zip(producer.publish_queues(topic), per_queue, strict=True):
             if n:
                 producer.send_batch([Message(topic, b"z" * 10) for _ in range(n)], queue=mq)
 

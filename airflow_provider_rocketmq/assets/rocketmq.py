@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
-from airflow_provider_rocketmq.client.protocol.errors import ConfigError
-from airflow_provider_rocketmq.client.protocol.names import check_topic
+from airflow_provider_rocketmq.client import ConfigError, check_topic
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset

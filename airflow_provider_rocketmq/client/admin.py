@@ -106,6 +106,10 @@ class AsyncAdmin(ClientFacade):
         log.info("topic %s created/updated on %s (%d queues)", topic, ", ".join(sorted(masters)), queues)
         return sorted(masters)
 
+    async def broker_names(self) -> list[str]:
+        """The names of the brokers the name servers know (sorted): a round trip to them."""
+        return sorted((await self.client.get_cluster_info()).broker_addr_table)
+
     async def topic_queues(self, topic: str) -> list[MessageQueue]:
         """Readable queues of a topic, sorted like Java (fresh route)."""
         route = await self.client.get_route(topic, refresh=True)
@@ -135,13 +139,13 @@ class AsyncAdmin(ClientFacade):
         """Max offset of every readable queue of ``topic`` (a window's end)."""
         queues = await self.topic_queues(topic)
         offsets = await _bounded_gather([partial(self.client.max_offset, mq) for mq in queues])
-        return dict(zip(queues, offsets))
+        return dict(zip(queues, offsets, strict=True))
 
     async def committed_offsets(self, group: str, topic: str) -> dict[MessageQueue, int]:
         queues = await self.topic_queues(topic)
         offsets = await _bounded_gather([partial(self.client.query_consumer_offset, mq, group)
                                          for mq in queues])
-        return dict(zip(queues, offsets))
+        return dict(zip(queues, offsets, strict=True))
 
     # -- consumer groups -------------------------------------------------------------
     async def consumer_ids(self, group: str) -> list[str]:
@@ -241,6 +245,9 @@ class Admin(SyncFacade[AsyncAdmin]):
     def create_topic(self, topic: str, queues: int = 8, cluster: str | None = None, *,
                      perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:
         return self._run(self._impl.create_topic(topic, queues, cluster, perm=perm, order=order))
+
+    def broker_names(self) -> list[str]:
+        return self._run(self._impl.broker_names())
 
     def topic_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._impl.topic_queues(topic))

@@ -150,11 +150,6 @@ class ClientConfig:
         return f"{type(self).__name__}({shown})"
 
 
-def env_namesrv(default: str = DEFAULT_NAMESRV) -> str:
-    """NAMESRV_ADDR from the environment (what Java tools read), else ``default``."""
-    return os.environ.get("NAMESRV_ADDR") or default
-
-
 ENV_ACCESS_KEY = "ROCKETMQ_ACCESS_KEY"
 ENV_SECRET_KEY = "ROCKETMQ_SECRET_KEY"
 ENV_SECURITY_TOKEN = "ROCKETMQ_SECURITY_TOKEN"

@@ -69,7 +69,7 @@ async def with_deadline(coro: Awaitable[T], timeout: float | None, what: str) ->
 
 
 class MQClient:
-    """Shared RPC layer of one client instance (see docs/CONTRACTS.md)."""
+    """Shared RPC layer of one client instance: routes, connections, the requests every facade makes."""
 
     def __init__(self, config: ClientConfig | None = None,
                  handlers: dict[int, Handler] | None = None) -> None:
@@ -157,9 +157,6 @@ class MQClient:
 
     def cached_route(self, topic: str) -> TopicRouteData | None:
         return self._routes.get(self.ns(topic))
-
-    def cached_topics(self) -> list[str]:
-        return sorted(self._routes)
 
     async def refresh_routes(self) -> dict[str, TopicRouteData]:
         """Re-fetch every cached route (Java polls every 30 s); failures keep the old route."""
@@ -339,10 +336,6 @@ class MQClient:
         if consumer_group:
             header["consumerGroup"] = self.ns(consumer_group)
         await self.invoke_ok(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, header), timeout)
-
-    async def master_addrs_of_topic(self, topic: str) -> dict[str, str]:
-        """broker name -> master address for every broker of a topic's route."""
-        return (await self.get_route(topic)).master_addrs()
 
 
 class ClientFacade:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -96,10 +97,8 @@ async def _serve(cluster: EmbeddedCluster, as_json: bool) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread, or no signals here
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
-            pass
     try:
         await cluster.astart()
     except ConfigError as exc:  # e.g. the data dir is unusable or in use

@@ -18,10 +18,11 @@ import json
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from ..client.config import env_client_options
 from ..client.consumer.config import TIMESTAMP_FORMAT, ConsumeStatus, parse_consume_timestamp
+from ..client.consumer.offset_store import OffsetPersistReport
 from ..client.consumer.push import PushConsumer
 from ..client.protocol.errors import ConfigError, RocketMQError
 from ..client.protocol.message import MessageExt
@@ -66,15 +67,16 @@ def message_json(m: MessageExt) -> dict[str, Any]:
             "store_timestamp": m.store_timestamp, "body": body, "body_encoding": encoding}
 
 
-def _draw(bar: terminal.LiveBar, state: dict[str, Any], started: float, limit: int) -> None:
-    count, size = state["count"], state["bytes"]  # read unlocked: a bar may lag one batch behind
+def _draw(bar: terminal.LiveBar, printer: _Printer, started: float, limit: int) -> None:
+    count, size = printer.count, printer.bytes  # read unlocked: a bar may lag one batch behind
     elapsed = max(time.monotonic() - started, 1e-9)
-    last = f"last message {format_seconds(time.monotonic() - state['last'])} ago" if count \
+    last = f"last message {format_seconds(time.monotonic() - printer.last)} ago" if count \
         else "no message yet"
     bar.update(count, limit or None, f"{format_bytes(size)}; {count / elapsed:,.0f} msg/s; {last}")
 
 
-def run(args: argparse.Namespace) -> int:
+def consumer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The push consumer's options from the command line and the environment (ConfigError naming the option)."""
     if args.max_messages < 0:
         raise ConfigError("--max-messages", f"must be >= 0, got {args.max_messages}")
     if args.idle_timeout < 0:
@@ -90,60 +92,68 @@ def run(args: argparse.Namespace) -> int:
         options["consume_timestamp"] = args.timestamp
     elif args.timestamp:
         parse_consume_timestamp(args.timestamp)
-    lock = threading.Lock()
-    done = threading.Event()
-    release = threading.Event()
-    state = {"count": 0, "last": time.monotonic(), "bytes": 0}
-    out = sys.stdout
+    return options
 
-    def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
-        with lock:
-            if args.max_messages and state["count"] + len(msgs) > args.max_messages:
-                # over the limit: hold this batch until shutdown has persisted the offsets, so it is
-                # neither printed nor committed (the group gets it again next time, nothing is lost)
-                for m in msgs[:max(0, args.max_messages - state["count"])]:
-                    emit(m)
-                done.set()
-                hold = True
-            else:
-                for m in msgs:
-                    emit(m)
-                hold = False
-            out.flush()
-            state["last"] = time.monotonic()
-            if args.max_messages and state["count"] >= args.max_messages:
-                done.set()
+
+class _Printer:
+    """The listener: prints each message as a JSON line, up to ``max_messages`` (0: no limit).
+
+    A batch that would go past the limit is held (not printed past it, not committed) until
+    `release`, once shutdown has persisted the offsets: the group gets it again next time.
+    """
+
+    def __init__(self, out: TextIO, max_messages: int) -> None:
+        self.out = out
+        self.max_messages = max_messages
+        self.count = 0
+        self.bytes = 0
+        self.last = time.monotonic()  # when the last batch came
+        self.done = threading.Event()  # the limit is reached
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+
+    def listener(self, msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
+        limit = self.max_messages
+        with self._lock:
+            hold = bool(limit) and self.count + len(msgs) > limit
+            for m in msgs[:max(0, limit - self.count)] if hold else msgs:
+                self._print(m)
+            self.out.flush()
+            self.last = time.monotonic()
+            if limit and self.count >= limit:
+                self.done.set()
         if hold:
-            release.wait()
+            self._release.wait()
             return ConsumeStatus.RECONSUME_LATER
         return ConsumeStatus.CONSUME_SUCCESS
 
-    def emit(m: MessageExt) -> None:
-        out.write(json.dumps(message_json(m), ensure_ascii=False) + "\n")
-        state["count"] += 1
-        state["bytes"] += len(m.body)
+    def release(self) -> None:
+        self._release.set()
 
+    def _print(self, m: MessageExt) -> None:
+        self.out.write(json.dumps(message_json(m), ensure_ascii=False) + "\n")
+        self.count += 1
+        self.bytes += len(m.body)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = consumer_options(args)
+    printer = _Printer(sys.stdout, args.max_messages)
     consumer = PushConsumer(args.group, **options)
     consumer.subscribe(args.topic, args.expression)
-    consumer.register_listener(listener)
+    consumer.register_listener(printer.listener)
     started = time.monotonic()
     # the printed messages are the progress when stdout is the terminal too
     bar = terminal.LiveBar(f"consume {args.topic}") \
-        if not args.json and terminal.wanted() and not terminal.wanted(out) else None
-    drawn = 0.0
+        if not args.json and terminal.wanted() and not terminal.wanted(printer.out) else None
     try:
         consumer.start()
-        while not done.wait(0.2):  # poll: idleness has no event to wait on
-            if bar is not None and time.monotonic() - drawn >= 0.5:  # a redraw costs a few ms
-                drawn = time.monotonic()
-                _draw(bar, state, started, args.max_messages)
-            if args.idle_timeout and time.monotonic() - state["last"] > args.idle_timeout:
-                break
+        _wait(printer, bar, started, args)
     except KeyboardInterrupt:
         pass
     finally:
         if bar is not None:
-            _draw(bar, state, started, args.max_messages)
+            _draw(bar, printer, started, args.max_messages)
             bar.close()
         report = None
         try:
@@ -151,13 +161,30 @@ def run(args: argparse.Namespace) -> int:
         except RocketMQError as exc:
             print(f"warning: shutdown: {exc}", file=sys.stderr)
         finally:
-            release.set()
+            printer.release()
     if consumer.denied is not None:  # pulls or commits refused by the broker's ACL: an error, no summary
         raise consumer.denied
+    return _summarize(args, printer, report, started)
+
+
+def _wait(printer: _Printer, bar: terminal.LiveBar | None, started: float, args: argparse.Namespace) -> None:
+    """Until the limit is reached or no message came for ``--idle-timeout`` seconds; redraws the bar."""
+    drawn = 0.0
+    while not printer.done.wait(0.2):  # poll: idleness has no event to wait on
+        if bar is not None and time.monotonic() - drawn >= 0.5:  # a redraw costs a few ms
+            drawn = time.monotonic()
+            _draw(bar, printer, started, args.max_messages)
+        if args.idle_timeout and time.monotonic() - printer.last > args.idle_timeout:
+            return
+
+
+def _summarize(args: argparse.Namespace, printer: _Printer, report: OffsetPersistReport | None,
+               started: float) -> int:
+    """The summary line (or JSON) on stderr; the exit status: 0 once the offsets are committed."""
     # "committed" only when the final persist reached the store for every owned queue
     committed = report is not None and report.ok
     summary: dict[str, Any] = {
-        "group": args.group, "topic": args.topic, "messages": state["count"], "bytes": state["bytes"],
+        "group": args.group, "topic": args.topic, "messages": printer.count, "bytes": printer.bytes,
         "seconds": round(time.monotonic() - started, 3),
         "finished_at": _dt.datetime.now().strftime(TIMESTAMP_FORMAT), "offsets_committed": committed}
     if report is not None and report.failed:

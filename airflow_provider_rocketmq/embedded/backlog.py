@@ -20,11 +20,8 @@ import itertools
 import struct
 import time
 
-from airflow_provider_rocketmq.client.protocol.message import (
-    PROPERTY_UNIQ_KEY,
-    encode_stored_message,
-    new_uniq_id,
-)
+from airflow_provider_rocketmq.client.producer.message_id import new_uniq_id
+from airflow_provider_rocketmq.client.protocol.message import PROPERTY_UNIQ_KEY, encode_stored_message
 from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker
 from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
 from airflow_provider_rocketmq.embedded.settings import BrokerSettings

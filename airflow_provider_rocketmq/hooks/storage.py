@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError
 
 _S3 = ("s3://", "s3a://")
 _SECRET_WORDS = ("key", "secret", "password", "token", "credential", "uri")

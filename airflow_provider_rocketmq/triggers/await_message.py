@@ -25,11 +25,9 @@ from functools import partial
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
-from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig, OrderlyStatus
-from airflow_provider_rocketmq.client.consumer.push import AsyncPushConsumer
-from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client import AsyncPushConsumer, ConfigError, ConsumerConfig, OrderlyStatus
+from airflow_provider_rocketmq.hooks.callables import resolve_callable
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
-from airflow_provider_rocketmq.operators.produce import resolve_callable
 
 # the trigger owns these: one message per call, so "what it read" is exactly what it committed
 FORCED_OVERRIDES = {"consume_message_batch_max_size": 1, "enable_offset_commit": True,

@@ -8,9 +8,9 @@ from typing import Any
 
 from airflow_provider_rocketmq import metrics
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
-from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
+from airflow_provider_rocketmq.client import RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
-from airflow_provider_rocketmq.sensors.lag_condition import LagCondition
+from airflow_provider_rocketmq.triggers.lag_condition import LagCondition
 
 
 def _event(payload: dict[str, Any]) -> TriggerEvent:

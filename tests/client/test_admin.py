@@ -169,6 +169,7 @@ def test_sync_facades(embedded_cluster: EmbeddedCluster) -> None:
     cfg = _cfg(embedded_cluster)
     with Admin(cfg) as admin, Producer(cfg) as producer:
         admin.create_topic("SyncT", queues=2)
+        assert admin.broker_names() == sorted(b.name for b in embedded_cluster.brokers)
         r = producer.send(Message("SyncT", b"hello"), key="customer-1")
         assert producer.send(Message("SyncT", b"again"), key="customer-1").queue == r.queue
         assert admin.high_water_marks("SyncT")[r.queue] == 2

@@ -113,7 +113,7 @@ async def test_a_real_connection_reads_large_frames_through_the_buffer() -> None
     try:
         answers = await asyncio.gather(*(conn.request(RemotingCommand.request(77, {"n": str(n)}), 10)
                                          for n in sizes))
-        for n, resp in zip(sizes, answers):
+        for n, resp in zip(sizes, answers, strict=True):
             assert resp.body == bytes(range(251)) * (n // 251) + b"z" * (n % 251)
     finally:
         await conn.close()

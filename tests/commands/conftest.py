@@ -1,5 +1,17 @@
-"""The command tests share the consumer tests' broker fixture (`cluster`)."""
+from __future__ import annotations
 
-from tests.client.consumer.conftest import cluster
+from collections.abc import Iterator
 
-__all__ = ["cluster"]
+import pytest
+
+from ..client.consumer.cluster import TestCluster
+
+
+@pytest.fixture
+def cluster() -> Iterator[TestCluster]:
+    """The consumer tests' embedded cluster (8 queues, broker timers 100x faster), for the consume command."""
+    c = TestCluster(queues=8, time_scale=0.01)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -164,7 +164,7 @@ def test_wrong_and_missing_credentials_are_refused_by_every_command(broker: Brok
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda nv: broker.run(WRONG if nv[1] == "wrong" else {}, *_argv(nv[0], broker),
                                                       verbose=nv[1] == "wrong"), runs))
-    for (name, variant), done in zip(runs, results):
+    for (name, variant), done in zip(runs, results, strict=True):
         line = _one_error_line(done, verbose=variant == "wrong")
         assert REASONS[variant] in line and "access denied by broker" in line, (name, variant, line)
         assert "offsets committed" not in done.stderr and done.stdout == "", (name, variant)
@@ -178,7 +178,7 @@ def test_credentials_from_the_environment_only(broker: Broker) -> None:
     half = {"ROCKETMQ_ACCESS_KEY": "cli_user"}
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda name: broker.run(half, *_argv(name, broker), verbose=False), COMMANDS))
-    for name, done in zip(COMMANDS, results):
+    for name, done in zip(COMMANDS, results, strict=True):
         line = _one_error_line(done, verbose=False)
         assert "ROCKETMQ_SECRET_KEY" in line and "ROCKETMQ_ACCESS_KEY" in line, (name, line)
     for name in ("produce", "consume"):  # no command takes credentials as options
@@ -227,7 +227,7 @@ def test_good_credentials_work_and_denied_resources_are_reported(broker: Broker)
     refusals["No default permission for group:cli_denied  "] = ["window-commit", _manifest(broker, "cli_denied")]
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda argv: broker.run(USER, *argv, verbose=False), refusals.values()))
-    for reason, done in zip(refusals, results):
+    for reason, done in zip(refusals, results, strict=True):
         line = _one_error_line(done, verbose=False)
         assert reason.strip() in line, (reason, line)
         assert "offsets committed" not in done.stderr and done.stdout == ""

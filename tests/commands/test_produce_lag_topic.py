@@ -15,7 +15,7 @@ from airflow_provider_rocketmq.cli import build_parser, main
 from airflow_provider_rocketmq.client.admin import Admin
 from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
-from airflow_provider_rocketmq.commands.core import make_body
+from airflow_provider_rocketmq.commands.produce import make_body
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 

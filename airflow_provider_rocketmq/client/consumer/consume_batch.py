@@ -1,4 +1,4 @@
-"""Batch listeners: ``fn(batch, ctx)`` once per pulled batch (docs/CONTRACTS.md, "Wave 2").
+"""Batch listeners: ``fn(batch, ctx)`` once per pulled batch.
 
 Every batch goes through one FIFO: a sync ``fn`` runs on one dedicated consume
 thread, an ``async def fn`` on one task of the event loop. So batches of one

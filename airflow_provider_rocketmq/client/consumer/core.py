@@ -390,7 +390,7 @@ class ConsumerCore:
         """A pull found ``broker`` unreachable, or the broker no longer knows this member (it restarted
         and lost its consumer table): refresh routes and heartbeat it as soon as it answers, so pulls
         resume within about a second of the broker accepting connections rather than at the next
-        30 s heartbeat or route poll (issue 13)."""
+        30 s heartbeat or route poll."""
         if self.life.closing or broker in self._renewing or self.parts is None:
             return
         self._renewing.add(broker)

@@ -5,7 +5,7 @@ views and hooks below. Imports point one way only - `core` imports the
 services, the services import this module, `process_queue` and leaf modules -
 so `client/consumer` has no import cycle (tests/test_structure.py).
 
-    pull        -> Dispatch (hand batches to consumption, settle finished ones),
+    pull        -> submit / settle callables of the consume service,
                    PullOffsets, StartOffset, ForgetQueue, StopOffsets, FlowLimits
     consume     -> OffsetSink, SendBackFn, LockFn (orderly), the owned-queue view
     rebalance   -> QueueControl (pull), QueueRelease (consume), RebalanceOffsets
@@ -19,7 +19,6 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from ..protocol.batch import PulledBatch
 from ..protocol.errors import AclDeniedError
 from ..protocol.message import MessageExt
 from ..protocol.queue import MessageQueue
@@ -57,24 +56,6 @@ class RebalanceOffsets(Protocol):
     async def persist_sync(self, mq: MessageQueue) -> None: ...
 
     def remove_offset(self, mq: MessageQueue) -> None: ...
-
-
-class MessageDispatch(Protocol):
-    """The consume service as the pull loop sees it (message listeners)."""
-
-    def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None: ...
-
-    def settle_ready(self) -> None:
-        """Settle batches the workers finished (called by the pull loops before flow control)."""
-        ...
-
-
-class BatchDispatch(Protocol):
-    """The consume service as the pull loop sees it (batch listeners)."""
-
-    def submit_batch(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue) -> None: ...
-
-    def settle_ready(self) -> None: ...
 
 
 class QueueControl(Protocol):

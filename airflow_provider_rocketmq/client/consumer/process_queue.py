@@ -433,9 +433,6 @@ class ProcessQueue:
         """Orderly, auto_commit off: every taken, uncommitted message goes back to the head."""
         self.make_messages_consume_again(list(self.consuming.values()))
 
-    def has_temp_messages(self) -> bool:
-        return self.cached_count > 0
-
     # -- expiry ------------------------------------------------------------------------
     def is_lock_expired(self, max_live: float) -> bool:
         return time.monotonic() - self.last_lock_time > max_live

@@ -228,10 +228,6 @@ class Rebalancer:
             pq.drop()
             self.pull.stop_queue(mq)
 
-    async def release_all(self) -> None:
-        for mq in list(self.table):
-            await self._release(mq, self.table.pop(mq))
-
     def assigned(self) -> frozenset[MessageQueue]:
         return frozenset(mq for mq in self.table if not mq.topic.startswith(RETRY_PREFIX))
 

@@ -124,10 +124,8 @@ class DirectSender:
         for ch in channels:
             sock = ch.sock
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv
-                except OSError:
-                    pass
             if ch.lock.acquire(timeout=5):
                 try:
                     ch.drop()

@@ -44,7 +44,7 @@ import time
 from collections import deque
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
@@ -65,7 +65,6 @@ from ..protocol.message import (
     PROPERTY_UNIQ_KEY,
     PROPERTY_WAIT,
     Message,
-    new_uniq_ids,
     properties_to_string,
 )
 from ..protocol.names import DEFAULT_TOPIC, RETRY_PREFIX
@@ -81,9 +80,8 @@ from ..protocol.send_wire import (
     send_result,
 )
 from ..route import MASTER_ID
-
-if TYPE_CHECKING:
-    from . import AsyncProducer
+from .message_id import new_uniq_ids
+from .ports import SendPort
 
 log = logging.getLogger(__name__)
 
@@ -267,14 +265,15 @@ class _Request:
 class SendPipeline:
     """The engine behind `send_many` (module docstring). Loop-bound: use it on the producer's loop."""
 
-    def __init__(self, producer: AsyncProducer, options: PipelineOptions | None = None) -> None:
+    def __init__(self, producer: SendPort, options: PipelineOptions | None = None) -> None:
         self.options = opt = options or PipelineOptions()
-        self._p = producer
+        self._producer = producer
         self._client = producer.client
         self._loop = asyncio.get_running_loop()
         self._group = producer.client.ns(producer.group)
         self._signed = producer.client.pool.rpc_hook is not None  # ACL: frames go through the hook
-        self._budget = producer.send_timeout if producer.send_timeout is not None else producer.client.timeout
+        self._budget = producer.attempt_timeout
+        self._rotation = producer.rotation
         self._max_in_flight = opt.max_in_flight
         self._max_batch = opt.max_batch
         self._capacity = opt.capacity
@@ -327,10 +326,7 @@ class SendPipeline:
             return start
         stop = min(len(items), start + room)
         if self.stopped:
-            for i in range(start, stop):
-                seq = self._seq
-                self._seq = seq + 1
-                self._record(SendOutcome(seq, items[i][0], None, self._aborted("the run stopped")))
+            self._abort_unsent(items, start, stop)
             return stop
         ids = new_uniq_ids(stop - start)
         queues_of, unkeyed, lanes, compress_over = self._queues, self._unkeyed, self._lanes, self._compress_over
@@ -372,9 +368,7 @@ class SendPipeline:
                     added += 1
                     continue
                 mq = select_by_key(queues, key)
-                lane = lanes.get(mq)
-                if lane is None:
-                    lane = lanes[mq] = _Lane(mq)
+                lane = lanes.get(mq) or self._open_lane(mq)
                 if lane.broken is not None:
                     self._record(SendOutcome(item.seq, msg, None, SendAbortedError(
                         f"not sent: an earlier message of {mq} failed ({lane.broken})", lane.broken)))
@@ -389,6 +383,17 @@ class SendPipeline:
             if added and self._flush_handle is None:
                 self._flush_handle = self._loop.call_soon(self._flush)
         return i
+
+    def _open_lane(self, mq: MessageQueue) -> _Lane:
+        lane = self._lanes[mq] = _Lane(mq)
+        return lane
+
+    def _abort_unsent(self, items: Sequence[tuple[Message, str | None]], start: int, stop: int) -> None:
+        """``items[start:stop]`` offered once the run stopped: accepted, `SendAbortedError` their outcome."""
+        for i in range(start, stop):
+            seq = self._seq
+            self._seq = seq + 1
+            self._record(SendOutcome(seq, items[i][0], None, self._aborted("the run stopped")))
 
     async def _load_for(self, msg: Message) -> bool:
         """Load the route of ``msg``'s topic; False when that failed (the failure is its outcome)."""
@@ -513,7 +518,7 @@ class SendPipeline:
 
     # -- internals: routes and connections ---------------------------------------------------------
     async def _load(self, topic: str) -> list[MessageQueue]:
-        queues = await self._p.publish_queues(topic)
+        queues = await self._producer.publish_queues(topic)
         self._queues[topic] = queues
         # Open the brokers' connections now, so that sends take the synchronous path.
         for mq in {q.broker_name: q for q in queues}.values():
@@ -529,7 +534,7 @@ class SendPipeline:
         if self._max_batch == 1 or not pending or first.alone:
             return [first]
         items = [first]
-        append, popleft, max_batch, limit = items.append, pending.popleft, self._max_batch, self._p.max_message_size
+        append, popleft, max_batch, limit = items.append, pending.popleft, self._max_batch, self._producer.max_message_size
         topic = first.msg.topic
         size = first.size
         while pending and len(items) < max_batch:
@@ -552,7 +557,7 @@ class SendPipeline:
             elif self._unkeyed:
                 items = self._take(self._unkeyed)
                 queues = self._queues[items[0].msg.topic]
-                self._dispatch(_Request(self, items, queues[next(self._p._counter) % len(queues)], None))
+                self._dispatch(_Request(self, items, queues[next(self._rotation) % len(queues)], None))
             else:
                 break
 
@@ -612,7 +617,7 @@ class SendPipeline:
     def _command(self, req: _Request) -> RemotingCommand:
         items = req.items
         if len(items) == 1:
-            return build_send_request(items[0].sent, req.mq, self._group, compress_over=self._p.compress_over)
+            return build_send_request(items[0].sent, req.mq, self._group, compress_over=self._compress_over)
         parts: list[bytes] = []
         extend = parts.extend
         for item in items:  # encode_batch, with the properties text already made
@@ -635,7 +640,7 @@ class SendPipeline:
             if len(req.items) == 1 and not self._signed and not req.mq.topic.startswith(RETRY_PREFIX):
                 item = req.items[0]
                 opaque = next_opaque()
-                frame = self._p.renderer.frame(item.msg, req.mq, opaque, int(time.time() * 1000), item.text)
+                frame = self._producer.renderer.frame(item.msg, req.mq, opaque, int(time.time() * 1000), item.text)
                 conn.send_encoded(opaque, frame, req)
             else:
                 opaque = conn.send_command(self._command(req), req)
@@ -739,7 +744,7 @@ class SendPipeline:
 
     # -- internals: retries -------------------------------------------------------------------------
     def _not_sent(self, req: _Request, exc: NotSentError) -> None:
-        if self._p.retry_times == 0:
+        if self._producer.retry_times == 0:
             self._fail(req, exc.cause)
             return
         log.warning("send of %d message(s) to %s not stored (%s); retrying", len(req.items), req.mq, exc.cause)
@@ -750,7 +755,7 @@ class SendPipeline:
         failed = [first]
         last_broker = first.broker
         try:
-            async for attempt in AsyncRetrying(stop=stop_after_attempt(self._p.retry_times + 1),
+            async for attempt in AsyncRetrying(stop=stop_after_attempt(self._producer.retry_times + 1),
                                                wait=wait_random_exponential(multiplier=0.05, max=1.0),
                                                retry=retry_if_exception_type(NotSentError), reraise=True):
                 with attempt:
@@ -763,11 +768,11 @@ class SendPipeline:
                     except NotSentError as exc:
                         last_broker = exc.broker
                         log.warning("send of %d message(s) not stored (%s); %s", len(req.items), exc.cause,
-                                    "retrying" if attempt.retry_state.attempt_number <= self._p.retry_times
+                                    "retrying" if attempt.retry_state.attempt_number <= self._producer.retry_times
                                     else "giving up")
                         raise
             self._complete(req, [SendOutcome(item.seq, item.msg, result, None, req.number)
-                                 for item, result in zip(req.items, results)])
+                                 for item, result in zip(req.items, results, strict=True)])
         except NotSentError as exc:
             self._fail(req, exc.cause)
         except RocketMQError as exc:
@@ -777,17 +782,17 @@ class SendPipeline:
         topic = req.mq.topic
         # re-read the route: the broker may be gone or the topic moved
         if req.lane is None:
-            queues = self._queues[topic] = await self._p.publish_queues(topic, refresh=True)
-            req.mq = self._p._pick(queues, last_broker)
+            queues = self._queues[topic] = await self._producer.publish_queues(topic, refresh=True)
+            req.mq = self._producer.pick_queue(queues, last_broker)
         else:  # keyed: the same queue, so that nothing of its key overtakes
             await self._client.get_route(topic, refresh=True)
         await self._acquire_slot()
         try:
             items = req.items
             if len(items) == 1:
-                return [await self._p._send_once(req.mq, self._command(req), items[0].uniq)]
+                return [await self._producer.send_request(req.mq, self._command(req), items[0].uniq)]
             uniq = ",".join(i.uniq for i in items)
-            return (await self._p._send_once(req.mq, self._command(req), uniq)).split(len(items))
+            return (await self._producer.send_request(req.mq, self._command(req), uniq)).split(len(items))
         finally:
             self._release_slot()
 

@@ -29,7 +29,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -65,11 +65,17 @@ from ..protocol.send_wire import (
 )
 from ..route import MASTER_ID, TopicRouteData
 from .direct_send import DirectSender
+from .message_id import new_uniq_id
 from .pipeline import PipelineOptions, SendOutcome, SendPipeline
 
 log = logging.getLogger(__name__)
 
 SendItem = Message | tuple[Message, str | None]  # a message, or (message, key) for ordered sends
+
+
+def _check_key(key: object) -> None:
+    if key is not None and not isinstance(key, str):
+        raise ConfigError("key", f"must be a string, got {type(key).__name__}")
 
 
 def _check_target(topic: str, queue: MessageQueue | None, key: str | None, ns: Any) -> None:
@@ -107,7 +113,7 @@ class AsyncProducer(ClientFacade):
         self.send_timeout = send_timeout
         self.auto_create_topic = auto_create_topic
         self.renderer = SendFrameRenderer(self.client.ns(group), compress_over)
-        self._counter = itertools.count()
+        self.rotation: Iterator[int] = itertools.count()  # the round robin over a topic's queues
         self._queue_cache: dict[str, tuple[TopicRouteData, list[MessageQueue]]] = {}
         self._valid_topics: set[str] = set()
         self._closed = False
@@ -170,12 +176,13 @@ class AsyncProducer(ClientFacade):
         self._queue_cache[topic] = (route, queues)
         return queues
 
-    def _pick(self, queues: list[MessageQueue], last_failed_broker: str | None) -> MessageQueue:
-        start = next(self._counter)
-        if last_failed_broker is not None:
+    def pick_queue(self, queues: list[MessageQueue], avoid_broker: str | None) -> MessageQueue:
+        """The next queue of the round robin, on another broker than ``avoid_broker`` when there is one."""
+        start = next(self.rotation)
+        if avoid_broker is not None:
             for i in range(len(queues)):
                 mq = queues[(start + i) % len(queues)]
-                if mq.broker_name != last_failed_broker:
+                if mq.broker_name != avoid_broker:
                     return mq
         return queues[start % len(queues)]
 
@@ -184,7 +191,7 @@ class AsyncProducer(ClientFacade):
                    key: str | None = None) -> SendResult:
         """Send one message; ``queue`` pins the queue, ``key`` picks one by hash (ordered sends)."""
         validate_message(msg, self.max_message_size)
-        sent, uniq = prepared(msg)
+        sent, uniq = prepared(msg, new_uniq_id)
         group, compress_over = self.client.ns(self.group), self.compress_over
 
         def build(mq: MessageQueue) -> RemotingCommand:
@@ -194,7 +201,7 @@ class AsyncProducer(ClientFacade):
     async def send_batch(self, msgs: Iterable[Message], queue: MessageQueue | None = None,
                          key: str | None = None) -> SendResult:
         """Send messages of one topic in one SEND_BATCH_MESSAGE (all land in one queue)."""
-        items = prepare_batch(msgs)
+        items = prepare_batch(msgs, new_uniq_id)
         for m in items:
             validate_message(m, self.max_message_size)
         size = len(encode_batch(items))
@@ -221,29 +228,15 @@ class AsyncProducer(ClientFacade):
         ``messages`` itself is raised once the messages before it have their outcomes (yielded first).
         """
         pipe = self.pipeline(max_in_flight=max_in_flight, max_batch=max_batch, stop_on_error=stop_on_error)
-        if key is not None and not isinstance(key, str):
-            raise ConfigError("key", f"must be a string, got {type(key).__name__}")
+        _check_key(key)
+        feed = (self._feed_async(pipe, messages, key) if isinstance(messages, AsyncIterable)
+                else self._feed(pipe, messages, key))
         failure: BaseException | None = None
         try:
             try:
-                if isinstance(messages, AsyncIterable):
-                    async for item in messages:
-                        msg, k = self.check_item(item, key)
-                        if not pipe.offer(msg, k):
-                            await pipe.put(msg, k)
-                        for outcome in pipe.take():
-                            yield outcome
-                        if pipe.stopped:
-                            break
-                else:
-                    for item in messages:
-                        msg, k = self.check_item(item, key)
-                        if not pipe.offer(msg, k):
-                            await pipe.put(msg, k)
-                        for outcome in pipe.take():
-                            yield outcome
-                        if pipe.stopped:
-                            break
+                async for ready in feed:
+                    for outcome in ready:
+                        yield outcome
             except Exception as exc:
                 failure = exc
             while pipe.outstanding:
@@ -253,9 +246,37 @@ class AsyncProducer(ClientFacade):
             for outcome in pipe.take():
                 yield outcome
         finally:
+            await feed.aclose()
             await pipe.close()
         if failure is not None:
             raise failure
+
+    async def _feed(self, pipe: SendPipeline, messages: Iterable[SendItem],
+                    key: str | None) -> AsyncGenerator[list[SendOutcome], None]:
+        """Put ``messages`` in ``pipe`` one by one (waiting for room) until it stops; after each, the
+        outcomes ready so far, when there are some."""
+        for item in messages:
+            msg, k = self.check_item(item, key)
+            if not pipe.offer(msg, k):
+                await pipe.put(msg, k)
+            ready = pipe.take()
+            if ready:
+                yield ready
+            if pipe.stopped:
+                return
+
+    async def _feed_async(self, pipe: SendPipeline, messages: AsyncIterable[SendItem],
+                          key: str | None) -> AsyncGenerator[list[SendOutcome], None]:
+        """`_feed` for an async source."""
+        async for item in messages:
+            msg, k = self.check_item(item, key)
+            if not pipe.offer(msg, k):
+                await pipe.put(msg, k)
+            ready = pipe.take()
+            if ready:
+                yield ready
+            if pipe.stopped:
+                return
 
     def check_item(self, item: Any, key: str | None) -> tuple[Message, str | None]:
         """``item`` of `send_many` as (message, key), validated (ConfigError naming the field)."""
@@ -296,9 +317,9 @@ class AsyncProducer(ClientFacade):
         else:
             # after a failure, re-read the route: the broker may be gone or the topic moved
             queues = await self.publish_queues(topic, refresh=last_broker is not None)
-            mq = select_by_key(queues, key) if key is not None else self._pick(queues, last_broker)
+            mq = select_by_key(queues, key) if key is not None else self.pick_queue(queues, last_broker)
         try:
-            return await self._send_once(mq, build(mq), uniq)
+            return await self.send_request(mq, build(mq), uniq)
         except NotSentError as exc:
             exc.queue = mq
             raise
@@ -334,7 +355,9 @@ class AsyncProducer(ClientFacade):
         log.warning("send to %s not stored (%s); %s", exc.queue or exc.broker, exc.cause,
                     "retrying" if attempt <= self.retry_times else "giving up")
 
-    async def _send_once(self, mq: MessageQueue, cmd: RemotingCommand, uniq: str) -> SendResult:
+    async def send_request(self, mq: MessageQueue, cmd: RemotingCommand, uniq: str) -> SendResult:
+        """One attempt of ``cmd`` to ``mq``'s master; `NotSentError` when the broker certainly did not
+        store it (a refused or timed-out connect, a retriable answer)."""
         addr = await self.client.master_addr(mq)
         loop = asyncio.get_running_loop()
         budget = self.attempt_timeout
@@ -364,12 +387,12 @@ class AsyncProducer(ClientFacade):
             queues = self.cached_queues(topic)
             if queues is None:
                 return None
-            mq = select_by_key(queues, key) if key is not None else queues[next(self._counter) % len(queues)]
+            mq = select_by_key(queues, key) if key is not None else queues[next(self.rotation) % len(queues)]
         try:
             addr = client.broker_addr(mq.broker_name, MASTER_ID, exact=True)
         except RouteNotFoundError:
             return None
-        sent, uniq = prepared(msg)
+        sent, uniq = prepared(msg, new_uniq_id)
         opaque = next_opaque()
         frame = self.renderer.frame(sent, mq, opaque, int(time.time() * 1000))
         return _FastSend(client.pool.live(addr), addr, mq, opaque, frame, sent, uniq)
@@ -531,8 +554,7 @@ class Producer(SyncFacade[AsyncProducer]):
         """
         self.start()
         impl = self._impl
-        if key is not None and not isinstance(key, str):
-            raise ConfigError("key", f"must be a string, got {type(key).__name__}")
+        _check_key(key)
         pipe = self._loop.run(_open_pipeline(impl, max_in_flight, max_batch, stop_on_error))
         chunk_size = max(1, min(256, pipe.options.capacity // 2))
         it = iter(messages)

@@ -1,4 +1,4 @@
-"""Pull bodies straight to Arrow columns (docs/CONTRACTS.md, "Wave 2": the columnar decoder).
+"""Pull bodies straight to Arrow columns: the columnar decoder of batch listeners (the window's).
 
 `decode_columns` is a `BatchDecoder`: it walks a pull body (stored-message records,
 layout in `message.py`) once to find where each record starts, then reads every
@@ -152,7 +152,7 @@ class ColumnBatch:
         self.last_offset = offsets[-1]
         self.count = len(starts)
         self.body_bytes = sum(sizes)
-        # the walk's lists as they are: an int64 array would cost ~10 us per pull to convert on the
+        # the index's lists as they are: an int64 array would cost ~10 us per pull to convert on the
         # loop thread, and the ~30 bytes more per number only count for the few thousand messages
         # a window's caches and writer queue hold (thresholds of 1,000 messages per queue by default)
         self.queue_offsets = offsets
@@ -238,7 +238,7 @@ def decode_columns(body: bytes, mq: MessageQueue, filter: PullFilter) -> ColumnB
     """
     if not body:
         return None
-    starts, offsets, sizes, inflated, topic = _walk(body)
+    starts, offsets, sizes, inflated, topic = _index_records(body)
     stop = filter.stop
     batch = ColumnBatch(mq, body, starts, offsets, sizes, inflated, filter, topic)
     if stop is not None and offsets[-1] >= stop:  # a pull returns one queue's offsets in order
@@ -254,32 +254,32 @@ def decode_columns(body: bytes, mq: MessageQueue, filter: PullFilter) -> ColumnB
 
 
 # starts, queue offsets, body sizes, inflated bodies by start, the topic when every record has the same
-_Walked = tuple[list[int], list[int], list[int], dict[int, bytes] | None, bytes | None]
+_RecordIndex = tuple[list[int], list[int], list[int], dict[int, bytes] | None, bytes | None]
 
 
-class _Irregular(Exception):
-    """A record `_walk_usual` does not handle (or a malformed one): `_walk_checked` takes the body."""
+class _NotPlain(Exception):
+    """A record `_index_plain_records` does not handle (or a malformed one): `_index_any_records` takes the body."""
 
 
-_USUAL_FLAGS_OFF = FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6 | FLAG_COMPRESSED
+_PLAIN_FLAGS_OFF = FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6 | FLAG_COMPRESSED
 _TAILS: dict[int, Any] = {}  # topic length -> unpack_from of (topic length, topic, properties length)
 
 
-def _walk(data: bytes) -> _Walked:
+def _index_records(data: bytes) -> _RecordIndex:
     """Validate every record as `decode_messages` does; return their starts, queue offsets,
     body sizes (inflated) and the inflated bodies of compressed records."""
     try:
-        return _walk_usual(data)
-    except (_Irregular, struct.error, IndexError, UnicodeDecodeError):
-        return _walk_checked(data)  # raises the precise MessageDecodeError for a malformed body
+        return _index_plain_records(data)
+    except (_NotPlain, struct.error, IndexError, UnicodeDecodeError):
+        return _index_any_records(data)  # raises the precise MessageDecodeError for a malformed body
 
 
-def _walk_usual(data: bytes) -> _Walked:
-    """`_walk_checked` for a body of IPv4, uncompressed, magic-v1 records of one topic (what a
-    pull of one queue returns), with fewer Python operations per record: topic length, topic and
+def _index_plain_records(data: bytes) -> _RecordIndex:
+    """`_index_any_records` for a body of plain records - IPv4 hosts, uncompressed, magic v1, one topic:
+    what a pull of one queue returns - with fewer Python operations per record: topic length, topic and
     properties length in one read past the body, one sum for the bounds; anything else raises.
 
-    A record is accepted when the checked walk accepts it: its layout fits in its size
+    A record is accepted when the general index accepts it: its layout fits in its size
     (88-byte prefix + body + topic length byte + topic + properties length + properties, no
     length negative), the topic is the first record's (UTF-8-checked once), and the records
     tile the body exactly.
@@ -289,7 +289,7 @@ def _walk_usual(data: bytes) -> _Walked:
     size, magic, _, _, body_len = unpack(data, 0)
     t = _MIN_RECORD + body_len
     if magic != MAGIC_V1 or body_len < 0 or data[t] > 127:
-        raise _Irregular
+        raise _NotPlain
     topic_len = data[t]
     topic = data[t + 1:t + 1 + topic_len]
     topic.decode("utf-8")
@@ -306,20 +306,21 @@ def _walk_usual(data: bytes) -> _Walked:
         size, magic, queue_offset, sys_flag, body_len = unpack(data, pos)
         t = pos + _MIN_RECORD + body_len
         tlen, record_topic, plen = tail(data, t)
-        if (magic != MAGIC_V1 or sys_flag & _USUAL_FLAGS_OFF or (body_len | plen) < 0 or tlen != topic_len
+        if (magic != MAGIC_V1 or sys_flag & _PLAIN_FLAGS_OFF or (body_len | plen) < 0 or tlen != topic_len
                 or body_len + plen > size - fixed or record_topic != topic):
-            raise _Irregular
+            raise _NotPlain
         add_start(pos)
         add_offset(queue_offset)
         add_size(body_len)
         pos += size
     if pos != end:  # the last record overruns the body
-        raise _Irregular
+        raise _NotPlain
     return starts, offsets, sizes, None, topic
 
 
-def _walk_checked(data: bytes) -> _Walked:
-    """Every record checked field by field (IPv6 hosts, compressed bodies, magic v2, mixed topics)."""
+def _index_any_records(data: bytes) -> _RecordIndex:
+    """Every record checked field by field (IPv6 hosts, compressed bodies, magic v2, mixed topics), in
+    the order `decode_messages` checks them."""
     starts: list[int] = []
     offsets: list[int] = []
     sizes: list[int] = []
@@ -333,14 +334,10 @@ def _walk_checked(data: bytes) -> _Walked:
     try:
         while pos < end:
             if end - pos < _MIN_RECORD:
-                if end - pos < 4:
-                    raise MessageDecodeError(f"{end - pos} trailing bytes after the last message")
-                raise MessageDecodeError(f"message record at {pos} overruns the body ({end})")
+                raise _short_record(pos, end)
             size, magic, queue_offset, sys_flag, body_len = unpack(data, pos)
-            if size < _MIN_RECORD or pos + size > end:
-                raise MessageDecodeError(f"message record size {size} at {pos} overruns the body ({end})")
-            if magic != MAGIC_V1 and magic != MAGIC_V2:
-                raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
+            if size < _MIN_RECORD or pos + size > end or (magic != MAGIC_V1 and magic != MAGIC_V2):
+                raise _bad_record(size, magic, pos, end)
             if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
                 p = pos + _HEAD_LEN + (20 if sys_flag & FLAG_BORNHOST_V6 else 8) + 8 \
                     + (20 if sys_flag & FLAG_STOREHOST_V6 else 8)
@@ -353,10 +350,8 @@ def _walk_checked(data: bytes) -> _Walked:
                 raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
             body_start = p
             p += body_len
-            if magic == MAGIC_V1:
-                tlen = data[p]
-                if tlen > 127:
-                    tlen -= 256
+            if magic == MAGIC_V1:  # the topic's length: a signed int8 (magic v1) or int16 (v2)
+                tlen = _SIGNED_BYTE[data[p]]
                 p += 1
             else:
                 (tlen,) = unpack_h(data, p)
@@ -365,7 +360,7 @@ def _walk_checked(data: bytes) -> _Walked:
                 raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
             topic = data[p:p + tlen]
             if topic != last_topic:
-                topic.decode("utf-8")
+                _check_utf8(topic, pos)
                 mixed = last_topic is not None
                 last_topic = topic
             p += tlen
@@ -382,9 +377,29 @@ def _walk_checked(data: bytes) -> _Walked:
             pos += size
     except (struct.error, IndexError):
         raise MessageDecodeError(f"truncated message record at {pos}") from None
+    return starts, offsets, sizes, inflated, None if mixed else last_topic
+
+
+_SIGNED_BYTE = tuple(b - 256 if b > 127 else b for b in range(256))  # a byte read as an int8
+
+
+def _check_utf8(topic: bytes, pos: int) -> None:
+    try:
+        topic.decode("utf-8")
     except UnicodeDecodeError:
         raise MessageDecodeError(f"message topic at {pos} is not UTF-8") from None
-    return starts, offsets, sizes, inflated, None if mixed else last_topic
+
+
+def _short_record(pos: int, end: int) -> MessageDecodeError:
+    if end - pos < 4:
+        return MessageDecodeError(f"{end - pos} trailing bytes after the last message")
+    return MessageDecodeError(f"message record at {pos} overruns the body ({end})")
+
+
+def _bad_record(size: int, magic: int, pos: int, end: int) -> MessageDecodeError:
+    if size < _MIN_RECORD or pos + size > end:
+        return MessageDecodeError(f"message record size {size} at {pos} overruns the body ({end})")
+    return MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
 
 
 def _properties_of(data: bytes, pos: int) -> bytes:
@@ -416,76 +431,24 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
     batches = [b for b in batches if b.count]
     if not batches:
         return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
-    counts = np.fromiter((b.count for b in batches), dtype=np.int64, count=len(batches))
-    if len(batches) == 1:
-        data = batches[0]._body
-        starts = np.array(batches[0]._starts, dtype=np.int64)
-        bases = np.zeros(1, dtype=np.int64)
-    else:
-        data = b"".join([b._body for b in batches])
-        lengths = np.fromiter((len(b._body) for b in batches), dtype=np.int64, count=len(batches))
-        bases = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        starts = np.fromiter(chain.from_iterable(b._starts for b in batches), dtype=np.int64,
-                             count=int(counts.sum())) + np.repeat(bases, counts)
+    data, starts, bases, counts = _concatenated(batches, np)
     n = len(starts)
     buf = np.frombuffer(data, dtype=np.uint8)
     # (records, 88): every fixed prefix, gathered through a sliding-window view of the bytes (no
     # (records x 88) index array: that would take 8 bytes of index per byte gathered)
     mat = _windows(buf, _MIN_RECORD, np)[starts]
     head = mat.view(_Lazy.head)[:, 0]
-    magic = head["magic"]
-    sys_flag = head["sys_flag"]
-    if ((sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6)) != 0).any():
+    if ((head["sys_flag"] & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6)) != 0).any():
         f = _fields_any_host(buf, starts, head, np)
     else:
         f = _Fields(head["body_len"].astype(np.int64), starts + _MIN_RECORD, head["store_timestamp"],
                     head["reconsume_times"], mat[:, 64:72])
-    body_end = f.body_start + f.body_len
-    v2 = magic == MAGIC_V2
-    tlen = buf[body_end].view(np.int8).astype(np.int64)
-    if v2.any():
-        tlen = np.where(v2, _be(buf, np.where(v2, body_end, 0), 2, np), tlen)
-    t_start = body_end + np.where(v2, 2, 1)
-    t_end = t_start + tlen
-    plen = _be(buf, t_end, 2, np)
-    shared = batches[0]._topic
-    if shared is not None and all(b._topic == shared for b in batches):
-        topic = string_column(shared.decode("utf-8"), n)  # one topic (the usual group): no per-record copy
-    else:  # the walk checked every topic's UTF-8 already
-        topic = _interleaved(data, t_start, tlen, pa, np).cast(pa.string())
-    try:  # the cast validates UTF-8
-        props_raw = _interleaved(data, t_end + 2, plen, pa, np).cast(pa.string())
-    except pa.ArrowInvalid:
-        raise MessageDecodeError("message properties are not UTF-8") from None
-    wanted = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_RETRY_TOPIC)
-    split = _split_uniform(props_raw, n, pa, np, wanted)
-    if split is None:
-        split = _split_properties(props_raw, n, pa, pc, np, wanted)
-    props, (tags, keys, uniq, retry_topic) = split
-
-    if any(b._inflated for b in batches):
-        inflated = {int(base) + pos: raw for b, base in zip(batches, bases) if b._inflated
-                    for pos, raw in b._inflated.items()}
-        bodies = [inflated[s] if s in inflated else data[b:b + ln] for s, b, ln in
-                  zip(starts.tolist(), f.body_start.tolist(), f.body_len.tolist())]
-        body_col = _binaries(bodies, pa, np)
-    else:
-        body_col = _interleaved(data, f.body_start, f.body_len, pa, np)
-
+    topic, props, (tags, keys, uniq, retry_topic) = _topics_and_properties(batches, data, buf, head["magic"], f, n)
     topic = _rewrite_topics(batches, counts, topic, retry_topic, pa, pc, np)
-    if uniq.null_count:
-        msg_id = pc.coalesce(uniq, _offset_msg_ids(f.store_host, mat[:, 28:36], n, pa, np))
-    else:
-        msg_id = uniq
-    brokers = sorted({b.mq.broker_name for b in batches})
-    if len(brokers) == 1:
-        broker = string_column(brokers[0], n)
-    else:
-        code = np.repeat(np.array([brokers.index(b.mq.broker_name) for b in batches], dtype=np.int32), counts)
-        broker = _strings(brokers, pa, np).take(_ints(code, pa))
+    msg_id = pc.coalesce(uniq, _offset_msg_ids(f.store_host, mat[:, 28:36], n, pa, np)) if uniq.null_count else uniq
     columns = [
         topic,
-        broker,
+        _broker_column(batches, counts, n),
         _ints(head["queue_id"].astype(np.int32), pa),
         _ints(head["queue_offset"].astype(np.int64), pa),
         msg_id,
@@ -495,9 +458,72 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
         _ints(head["born_timestamp"].astype(np.int64), pa),
         _ints(f.store_timestamp.astype(np.int64), pa),
         _ints(f.reconsume_times.astype(np.int32), pa),
-        body_col,
+        _body_column(batches, bases, data, starts, f),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _concatenated(batches: Sequence[ColumnBatch], np: Any) -> tuple[bytes, Any, Any, Any]:
+    """The batches' pull bodies as one buffer: (buffer, every kept record's start in it, each batch's
+    base offset in it, each batch's record count)."""
+    counts = np.fromiter((b.count for b in batches), dtype=np.int64, count=len(batches))
+    if len(batches) == 1:
+        return batches[0]._body, np.array(batches[0]._starts, dtype=np.int64), np.zeros(1, dtype=np.int64), counts
+    data = b"".join([b._body for b in batches])
+    lengths = np.fromiter((len(b._body) for b in batches), dtype=np.int64, count=len(batches))
+    bases = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    starts = np.fromiter(chain.from_iterable(b._starts for b in batches), dtype=np.int64,
+                         count=int(counts.sum())) + np.repeat(bases, counts)
+    return data, starts, bases, counts
+
+
+def _topics_and_properties(batches: Sequence[ColumnBatch], data: bytes, buf: Any, magic: Any, f: _Fields,
+                           n: int) -> tuple[Any, Any, list[Any]]:
+    """The topic column (as stored), the properties map column, and the columns of the properties
+    the schema names (TAGS, KEYS, UNIQ_KEY, RETRY_TOPIC)."""
+    pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np
+    body_end = f.body_start + f.body_len
+    v2 = magic == MAGIC_V2  # int16 topic length instead of int8
+    tlen = buf[body_end].view(np.int8).astype(np.int64)
+    if v2.any():
+        tlen = np.where(v2, _big_endian_ints(buf, np.where(v2, body_end, 0), 2, np), tlen)
+    t_start = body_end + np.where(v2, 2, 1)
+    t_end = t_start + tlen
+    plen = _big_endian_ints(buf, t_end, 2, np)
+    shared = batches[0]._topic
+    if shared is not None and all(b._topic == shared for b in batches):
+        topic = string_column(shared.decode("utf-8"), n)  # one topic (the usual group): no per-record copy
+    else:  # the index checked every topic's UTF-8 already
+        topic = _interleaved(data, t_start, tlen, pa, np).cast(pa.string())
+    try:  # the cast validates UTF-8
+        props_raw = _interleaved(data, t_end + 2, plen, pa, np).cast(pa.string())
+    except pa.ArrowInvalid:
+        raise MessageDecodeError("message properties are not UTF-8") from None
+    wanted = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_RETRY_TOPIC)
+    split = _split_uniform(props_raw, n, pa, np, wanted)
+    props, named = split if split is not None else _split_properties(props_raw, n, pa, pc, np, wanted)
+    return topic, props, named
+
+
+def _body_column(batches: Sequence[ColumnBatch], bases: Any, data: bytes, starts: Any, f: _Fields) -> Any:
+    """The bodies, inflated where they were stored compressed."""
+    pa, np = _Lazy.pa, _Lazy.np
+    if not any(b._inflated for b in batches):
+        return _interleaved(data, f.body_start, f.body_len, pa, np)
+    inflated = {int(base) + pos: raw for b, base in zip(batches, bases, strict=True) if b._inflated
+                for pos, raw in b._inflated.items()}
+    bodies = [inflated[s] if s in inflated else data[b:b + ln] for s, b, ln in
+              zip(starts.tolist(), f.body_start.tolist(), f.body_len.tolist(), strict=True)]
+    return _binaries(bodies, pa, np)
+
+
+def _broker_column(batches: Sequence[ColumnBatch], counts: Any, n: int) -> Any:
+    pa, np = _Lazy.pa, _Lazy.np
+    brokers = sorted({b.mq.broker_name for b in batches})
+    if len(brokers) == 1:
+        return string_column(brokers[0], n)
+    code = np.repeat(np.array([brokers.index(b.mq.broker_name) for b in batches], dtype=np.int32), counts)
+    return _strings(brokers, pa, np).take(_ints(code, pa))
 
 
 def _rewrite_topics(batches: Sequence[ColumnBatch], counts: Any, topic: Any, retry_topic: Any, pa: Any, pc: Any,
@@ -540,7 +566,7 @@ def _windows(buf: Any, width: int, np: Any) -> Any:
     return np.lib.stride_tricks.sliding_window_view(buf, width)
 
 
-def _be(buf: Any, pos: Any, width: int, np: Any) -> Any:
+def _big_endian_ints(buf: Any, pos: Any, width: int, np: Any) -> Any:
     """Big-endian signed ints of ``width`` bytes at each of ``pos`` (all inside ``buf``)."""
     return np.ascontiguousarray(_windows(buf, width, np)[pos]).view(f">i{width}")[:, 0].astype(np.int64)
 
@@ -557,15 +583,15 @@ def _fields_any_host(buf: Any, starts: Any, head: Any, np: Any) -> _Fields:
     if (p_reconsume + 16 > len(buf)).any():
         i = int(np.argmax(p_reconsume + 16 > len(buf)))
         raise MessageDecodeError(f"truncated message record at {int(starts[i])}")
-    store_ts = _be(buf, p_store_ts, 8, np)
-    reconsume = _be(buf, p_reconsume, 4, np).astype(np.int32)
-    body_len = _be(buf, p_reconsume + 12, 4, np)
+    store_ts = _big_endian_ints(buf, p_store_ts, 8, np)
+    reconsume = _big_endian_ints(buf, p_reconsume, 4, np).astype(np.int32)
+    body_len = _big_endian_ints(buf, p_reconsume + 12, 4, np)
     if (store_len == 8).all():
         store_host: Any = _windows(buf, 8, np)[p_store_host]
     elif (store_len == 20).all():
         store_host = _windows(buf, 20, np)[p_store_host]
     else:
-        store_host = [buf[p:p + n] for p, n in zip(p_store_host.tolist(), store_len.tolist())]
+        store_host = [buf[p:p + n] for p, n in zip(p_store_host.tolist(), store_len.tolist(), strict=True)]
     return _Fields(body_len, p_reconsume + 16, store_ts, reconsume, store_host)
 
 
@@ -598,8 +624,44 @@ def _split_uniform(raw: Any, n: int, pa: Any, np: Any, wanted: Sequence[str]) ->
     data = raw.buffers()[2]
     if raw.offset or data is None:
         return None
-    offs = np.frombuffer(raw.buffers()[1], dtype=np.int32)[:n + 1].astype(np.int64)
     buf = np.frombuffer(data, dtype=np.uint8)
+    bounds = _uniform_bounds(raw, buf, n, np)
+    if bounds is None:
+        return None
+    found = _uniform_names(data, buf, bounds, np)
+    if found is None:
+        return None
+    names, v_begin, v_len = found
+    k = len(names)
+    kinds = pa.string()
+    # the map's entries record by record: column j of (record, name) written from row j
+    begin_rm = np.empty((n, k), dtype=np.int64)
+    len_rm = np.empty((n, k), dtype=np.int64)
+    for j in range(k):
+        begin_rm[:, j] = v_begin[j]
+        len_rm[:, j] = v_len[j]
+    values = _interleaved(data, begin_rm.reshape(-1), len_rm.reshape(-1), pa, np, kinds)
+    lengths = np.fromiter((len(x) for x in names), dtype=np.int32, count=k)
+    key_offsets = np.zeros(n * k + 1, dtype=np.int32)
+    np.cumsum(np.tile(lengths, n), out=key_offsets[1:])
+    keys = pa.Array.from_buffers(kinds, n * k, [None, pa.py_buffer(key_offsets), pa.py_buffer(b"".join(names) * n)])
+    props = pa.MapArray.from_arrays(_ints(np.arange(0, n * k + 1, k, dtype=np.int32), pa), keys, values)
+    named = []
+    for name in wanted:
+        raw_name = name.encode("utf-8")
+        if raw_name in names:
+            j = names.index(raw_name)
+            named.append(_interleaved(data, v_begin[j], v_len[j], pa, np, kinds))
+        else:
+            named.append(pa.nulls(n, kinds))
+    return props, named
+
+
+def _uniform_bounds(raw: Any, buf: Any, n: int, np: Any) -> Any:
+    """The separator positions of ``raw``'s n records as (separator, record) rows, bounded by each
+    record's start - 1 above and its end below (when it has no trailing separator); None unless every
+    record has the same number of separators, alternating \x01 \x02, with nothing empty between."""
+    offs = np.frombuffer(raw.buffers()[1], dtype=np.int32)[:n + 1].astype(np.int64)
     lo = int(offs[0])
     seg = buf[lo:int(offs[-1])]
     sep = np.flatnonzero((seg - np.uint8(1)) < 2) + lo  # \x01 and \x02 (0 wraps to 255)
@@ -629,7 +691,14 @@ def _split_uniform(raw: Any, n: int, pa: Any, np: Any, wanted: Sequence[str]) ->
         bounds[-1] = end
     if not (np.diff(bounds, axis=0) > 1).all():
         return None
-    k = (m + 1) // 2
+    return bounds
+
+
+def _uniform_names(data: Any, buf: Any, bounds: Any, np: Any) -> tuple[list[bytes], Any, Any] | None:
+    """The property names every record has in the same places (the last of a name given twice),
+    with where each one's values begin and how long they are, as (name, record) rows; None when a
+    name differs between records."""
+    k = len(bounds) // 2  # pairs: bounds are (start - 1, \x01, \x02, \x01, ..., end or the last \x02)
     name_begin = bounds[0:2 * k:2] + 1
     name_end = bounds[1:2 * k + 1:2]
     value_end = bounds[2:2 * k + 2:2]
@@ -644,33 +713,8 @@ def _split_uniform(raw: Any, n: int, pa: Any, np: Any, wanted: Sequence[str]) ->
     # a name given twice (a real 4.9.7 broker stores WAIT twice): the last one wins, kept where it
     # stands, as in the general path
     kept = [j for j, name in enumerate(names) if name not in names[j + 1:]]
-    if len(kept) < k:
-        names = [names[j] for j in kept]
-        k = len(kept)
     v_begin = name_end[kept] + 1  # (name, record)
-    v_len = value_end[kept] - v_begin
-    kinds = pa.string()
-    # the map's entries record by record: column j of (record, name) written from row j
-    begin_rm = np.empty((n, k), dtype=np.int64)
-    len_rm = np.empty((n, k), dtype=np.int64)
-    for j in range(k):
-        begin_rm[:, j] = v_begin[j]
-        len_rm[:, j] = v_len[j]
-    values = _interleaved(data, begin_rm.reshape(-1), len_rm.reshape(-1), pa, np, kinds)
-    lengths = np.fromiter((len(x) for x in names), dtype=np.int32, count=k)
-    key_offsets = np.zeros(n * k + 1, dtype=np.int32)
-    np.cumsum(np.tile(lengths, n), out=key_offsets[1:])
-    keys = pa.Array.from_buffers(kinds, n * k, [None, pa.py_buffer(key_offsets), pa.py_buffer(b"".join(names) * n)])
-    props = pa.MapArray.from_arrays(_ints(np.arange(0, n * k + 1, k, dtype=np.int32), pa), keys, values)
-    named = []
-    for name in wanted:
-        raw_name = name.encode("utf-8")
-        if raw_name in names:
-            j = names.index(raw_name)
-            named.append(_interleaved(data, v_begin[j], v_len[j], pa, np, kinds))
-        else:
-            named.append(pa.nulls(n, kinds))
-    return props, named
+    return [names[j] for j in kept], v_begin, value_end[kept] - v_begin
 
 
 def _same_bytes(data: Any, buf: Any, pos: Any, width: int, np: Any) -> bool:
@@ -806,7 +850,7 @@ def _offset_msg_ids(store_host: Any, clo: Any, n: int, pa: Any, np: Any) -> Any:
     """hex(storeHost ip + int32 port + int64 commitLogOffset), upper case, for every record
     (``clo``: the raw big-endian commit-log offsets, (n, 8) bytes)."""
     if isinstance(store_host, list):  # IPv4 and IPv6 store hosts mixed (never seen; kept simple)
-        ids = [(bytes(h) + bytes(c)).hex().upper() for h, c in zip(store_host, clo)]
+        ids = [(bytes(h) + bytes(c)).hex().upper() for h, c in zip(store_host, clo, strict=True)]
         return _strings(ids, pa, np)
     raw = np.concatenate([store_host, clo], axis=1)
     width = raw.shape[1] * 2

@@ -68,33 +68,22 @@ def normalize(text: str) -> str:
         c = text[i]
         if c == '"':
             i = _skip_string(text, i)
-            if expect_key:
-                expect_key = False
+            expect_key = False  # a quoted key, or a string value
             continue
         if c in _WS:
             i += 1
             continue
         if expect_key:
             expect_key = False
-            if c in "{[":
-                end = _skip_balanced(text, i)
-                out.append(text[start:i])
-                out.append(json.dumps(text[i:end], ensure_ascii=False))
-                start = i = end
-                continue
-            if c == "}":
+            if c == "}":  # an empty object
                 stack.pop()
                 i += 1
                 continue
-            if c == "-" or c.isdigit() or c in "tfn":
-                j = i
-                while j < n and text[j] not in ":" + _WS:
-                    j += 1
-                out.append(text[start:i])
-                out.append('"' + text[i:j] + '"')
-                start = i = j
-                continue
-            raise ProtocolError(f"unexpected {c!r} at offset {i} where a key was expected")
+            end, key = _quoted_key(text, i)
+            out.append(text[start:i])
+            out.append(key)
+            start = i = end
+            continue
         if c == "{":
             stack.append("{")
             expect_key = True
@@ -109,6 +98,22 @@ def normalize(text: str) -> str:
         i += 1
     out.append(text[start:])
     return "".join(out)
+
+
+def _quoted_key(text: str, i: int) -> tuple[int, str]:
+    """The unquoted key starting at ``text[i]`` as a JSON string, and the index just past it: an
+    object or array key becomes its raw JSON text, a number or literal its own text."""
+    c = text[i]
+    if c in "{[":
+        end = _skip_balanced(text, i)
+        return end, json.dumps(text[i:end], ensure_ascii=False)
+    if c == "-" or c.isdigit() or c in "tfn":
+        j = i
+        n = len(text)
+        while j < n and text[j] not in ":" + _WS:
+            j += 1
+        return j, '"' + text[i:j] + '"'
+    raise ProtocolError(f"unexpected {c!r} at offset {i} where a key was expected")
 
 
 def loads(data: bytes | str) -> Any:

@@ -22,12 +22,8 @@ from __future__ import annotations
 
 import binascii
 import functools
-import itertools
-import os
-import socket
+import ipaddress
 import struct
-import threading
-import time
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar, overload
@@ -117,20 +113,31 @@ def string_to_properties(text: str) -> dict[str, str]:
     return out
 
 
+def _dotted(ip: bytes) -> str:
+    return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}"
+
+
 def _host(ip: bytes, port: int) -> str:
+    """``ip:port`` of 4 or 16 address bytes (IPv6 as ``[addr]:port``, written as ``inet_ntop`` does)."""
     if len(ip) == 4:
-        return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
-    return f"[{socket.inet_ntop(socket.AF_INET6, ip)}]:{port}"
+        return f"{_dotted(ip)}:{port}"
+    # inet_ntop writes the IPv4 part of a mapped (::ffff:a.b.c.d) or compatible (::a.b.c.d) address dotted
+    if ip[:10] == bytes(10) and ip[10:12] == b"\xff\xff":
+        text = "::ffff:" + _dotted(ip[12:])
+    elif ip[:12] == bytes(12) and ip[12:14] != bytes(2):
+        text = "::" + _dotted(ip[12:])
+    else:
+        text = ipaddress.IPv6Address(ip).compressed
+    return f"[{text}]:{port}"
 
 
 @functools.lru_cache(maxsize=1024)  # a store writes the same few hosts into every record
 def _host_bytes(host: str) -> bytes:
-    """``ip:port`` -> ip bytes + int32 port (IPv6 as ``[addr]:port``)."""
+    """``ip:port`` -> ip bytes + int32 port (IPv6 as ``[addr]:port``; an unparsable ip as 127.0.0.1)."""
     ip, _, port = host.rpartition(":")
-    ip = ip.strip("[]")
     try:
-        raw = socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
-    except OSError:
+        raw = ipaddress.ip_address(ip.strip("[]")).packed
+    except ValueError:
         raw = b"\x7f\x00\x00\x01"
     return raw + _I.pack(int(port or 0))
 
@@ -409,26 +416,19 @@ def decode_messages_sized(data: bytes, *, decompress_body: bool = True,
     eager = _EAGER_V4.unpack_from
     fixed_size = _EAGER_V4.size
     short = _H.unpack_from
+    byte = _B.unpack_from
     new = MessageExt.__new__
     # the records of one pull share their topic: its name is decoded once, then compared as bytes
     topic_raw = b""
     topic = ""
     while pos < end:
-        if end - pos < 4:
-            raise MessageDecodeError(f"{end - pos} trailing bytes after the last message")
         try:
             store_size, magic, queue_id, queue_offset, sys_flag, reconsume, body_len = eager(data, pos)
         except struct.error:  # fewer bytes left than any record holds
-            try:
-                store_size = _HEAD.unpack_from(data, pos)[0]
-            except struct.error:
-                raise MessageDecodeError("truncated message record header") from None
-            raise MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})") from None
+            raise _short_record(data, pos) from None
         rec_end = pos + store_size
-        if store_size < fixed_size or rec_end > end:
-            raise MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})")
-        if magic != MAGIC_V1 and magic != MAGIC_V2:
-            raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
+        if store_size < fixed_size or rec_end > end or (magic != MAGIC_V1 and magic != MAGIC_V2):
+            raise _bad_record(store_size, magic, pos, end)
         m = new(MessageExt)
         m._properties = None
         m._hdr = None
@@ -447,12 +447,9 @@ def decode_messages_sized(data: bytes, *, decompress_body: bool = True,
             body = data[p:p + body_len]
             body_bytes += body_len
             p += body_len
-            if magic == MAGIC_V1:
-                (tlen,) = _B.unpack_from(data, p)
-                p += 1
-            else:
-                (tlen,) = short(data, p)
-                p += 2
+            v1 = magic == MAGIC_V1  # the topic's length is an int8 (magic v1) or an int16 (v2)
+            (tlen,) = byte(data, p) if v1 else short(data, p)
+            p += 1 if v1 else 2
             if tlen < 0 or p + tlen > rec_end:
                 raise MessageDecodeError(f"topic length {tlen} overruns the record at {pos}")
             if tlen != len(topic_raw) or not data.startswith(topic_raw, p):
@@ -480,6 +477,25 @@ def decode_messages_sized(data: bytes, *, decompress_body: bool = True,
         append(m)
         pos = rec_end
     return out, body_bytes
+
+
+def _short_record(data: bytes, pos: int) -> MessageDecodeError:
+    """The error for a record at ``pos`` shorter than the fixed IPv4 prefix."""
+    end = len(data)
+    if end - pos < 4:
+        return MessageDecodeError(f"{end - pos} trailing bytes after the last message")
+    try:
+        store_size = _HEAD.unpack_from(data, pos)[0]
+    except struct.error:
+        return MessageDecodeError("truncated message record header")
+    return MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})")
+
+
+def _bad_record(store_size: int, magic: int, pos: int, end: int) -> MessageDecodeError:
+    """The error for a record whose size or magic code is wrong."""
+    if store_size < _EAGER_V4.size or pos + store_size > end:
+        return MessageDecodeError(f"message record size {store_size} at {pos} overruns the body ({end})")
+    return MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#x} at {pos}")
 
 
 def encode_stored_message(*, topic: str, body: bytes, properties: str | Mapping[str, str], queue_id: int,
@@ -560,75 +576,3 @@ def decode_batch(data: bytes) -> list[BatchItem]:
     except UnicodeDecodeError:
         raise MessageDecodeError(f"batch item properties at {pos} are not UTF-8") from None
     return items
-
-
-# -- UNIQ_KEY (client message id) ----------------------------------------------
-
-class UniqIdGenerator:
-    """hex(ip4 + int16 pid + int32 seed + int32 ms-since-month-start + int16 counter)."""
-
-    def __init__(self) -> None:
-        try:
-            ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
-        except OSError:
-            ip = b"\x7f\x00\x00\x01"
-        self._prefix = binascii.hexlify(ip + struct.pack(">hi", os.getpid() & 0x7FFF,
-                                                          id(self) & 0x7FFFFFFF)).decode().upper()
-        self._lock = threading.Lock()
-        self._counter = itertools.count(1)  # next() on it is atomic: no lock per id
-        self._head: tuple[int, str] = (-1, "")
-        self._start = 0.0
-        self._next = 0.0
-        self._set_month()
-
-    def _set_month(self) -> None:
-        # Java MessageClientIDSetter counts from the start of the month in the local time
-        # zone; gmtime here would put the start in the future in the hours around a month
-        # boundary west of UTC (a negative, then wrapped, time field).
-        now = time.time()
-        t = time.localtime(now)
-        self._start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
-        self._next = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
-
-    def next_id(self) -> str:
-        now = time.time()
-        if now >= self._next:
-            with self._lock:
-                if now >= self._next:
-                    self._set_month()
-        # Java writes (int)(now - start): the low 32 bits, which wrap after ~24.8 days
-        ms = int((now - self._start) * 1000) & 0xFFFFFFFF
-        head = self._head  # (ms, prefix + time hex) as one tuple: threads never see half an update
-        if head[0] != ms:
-            head = self._head = (ms, f"{self._prefix}{ms:08X}")
-        return f"{head[1]}{next(self._counter) & 0xFFFF:04X}"
-
-    def next_ids(self, n: int) -> list[str]:
-        """``n`` ids made at once (one clock read): what ``n`` calls of `next_id` within the same
-        millisecond give, for the pipelined sends that make ids by the chunk."""
-        head = self.next_id()[:-4]
-        counter = self._counter
-        return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(n)]
-
-
-_uniq = UniqIdGenerator()
-
-
-def new_uniq_id() -> str:
-    return _uniq.next_id()
-
-
-def new_uniq_ids(n: int) -> list[str]:
-    """``n`` new UNIQ_KEY ids (see `UniqIdGenerator.next_ids`)."""
-    return _uniq.next_ids(n)
-
-
-def message_to_dict(m: MessageExt) -> dict[str, Any]:
-    """Plain-data view used by the CLI and staging."""
-    return {
-        "topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset, "msg_id": m.msg_id,
-        "offset_msg_id": m.offset_msg_id, "tags": m.tags, "keys": m.keys, "properties": dict(m.properties),
-        "reconsume_times": m.reconsume_times, "born_timestamp": m.born_timestamp,
-        "store_timestamp": m.store_timestamp, "born_host": m.born_host, "store_host": m.store_host,
-        "commit_log_offset": m.commit_log_offset, "broker_name": m.broker_name,
-    }

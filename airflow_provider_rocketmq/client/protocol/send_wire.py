@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,6 @@ from .message import (
     Message,
     encode_batch,
     java_string_hash,
-    new_uniq_id,
     properties_to_string,
 )
 from .names import DEFAULT_TOPIC, RETRY_PREFIX, check_topic
@@ -161,11 +160,11 @@ def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:
         raise ConfigError("body", f"{len(msg.body)} bytes exceed the maximum message size {max_size}")
 
 
-def prepared(msg: Message) -> tuple[Message, str]:
-    """A copy of ``msg`` carrying its UNIQ_KEY (kept on every attempt, so a duplicate is recognisable)
-    and ``WAIT=true`` unless set, in the order `build_send_request` adds them."""
+def prepared(msg: Message, new_id: Callable[[], str]) -> tuple[Message, str]:
+    """A copy of ``msg`` carrying its UNIQ_KEY (``new_id()`` unless it has one; kept on every attempt,
+    so a duplicate is recognisable) and ``WAIT=true`` unless set, in the order Java adds them."""
     props = dict(msg.properties)
-    uniq = props.get(PROPERTY_UNIQ_KEY) or new_uniq_id()
+    uniq = props.get(PROPERTY_UNIQ_KEY) or new_id()
     props[PROPERTY_UNIQ_KEY] = uniq
     props.setdefault(PROPERTY_WAIT, "true")
     copy = Message.__new__(Message)
@@ -184,9 +183,11 @@ def select_by_key(queues: Sequence[MessageQueue], key: str) -> MessageQueue:
 def build_send_request(msg: Message, mq: MessageQueue, group: str, *, born_timestamp: int | None = None,
                        compress_over: int = COMPRESS_OVER, default_topic: str = DEFAULT_TOPIC,
                        unit_mode: bool = False) -> RemotingCommand:
-    """SEND_MESSAGE_V2 for one message as Java builds it (pure: no I/O, no mutation of ``msg``)."""
+    """SEND_MESSAGE_V2 for one message as Java builds it (pure: no I/O, no mutation of ``msg``).
+
+    ``msg`` carries its UNIQ_KEY already (`prepared`): the builder adds ``WAIT=true`` unless set, no id.
+    """
     props = dict(msg.properties)
-    props.setdefault(PROPERTY_UNIQ_KEY, new_uniq_id())
     props.setdefault(PROPERTY_WAIT, "true")
     body = msg.body
     sys_flag = 0
@@ -284,8 +285,9 @@ def batchable(msg: Message, compress_over: int) -> bool:
             and not msg.properties.get(PROPERTY_DELAY))
 
 
-def prepare_batch(msgs: Iterable[Message]) -> list[Message]:
-    """Copies of ``msgs`` each carrying UNIQ_KEY and WAIT (Java MessageBatch.generateFromList)."""
+def prepare_batch(msgs: Iterable[Message], new_id: Callable[[], str]) -> list[Message]:
+    """Copies of ``msgs`` each carrying UNIQ_KEY (``new_id()`` unless set) and WAIT (Java
+    MessageBatch.generateFromList)."""
     out: list[Message] = []
     topic: str | None = None
     for m in msgs:
@@ -299,7 +301,8 @@ def prepare_batch(msgs: Iterable[Message]) -> list[Message]:
             raise ConfigError("topic", f"a batch must have one topic ({topic!r} and {m.topic!r} mixed)")
         copy = Message(m.topic, m.body, flag=m.flag)
         copy.properties = dict(m.properties)
-        copy.properties.setdefault(PROPERTY_UNIQ_KEY, new_uniq_id())
+        if PROPERTY_UNIQ_KEY not in copy.properties:
+            copy.properties[PROPERTY_UNIQ_KEY] = new_id()
         copy.properties.setdefault(PROPERTY_WAIT, "true")
         out.append(copy)
     if not out:

@@ -36,10 +36,9 @@ from typing import TYPE_CHECKING
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from airflow_provider_rocketmq.client.connection import RemotingProtocol, next_opaque
-from airflow_provider_rocketmq.client.consumer.pull_frame import PullFrame
+from airflow_provider_rocketmq.client.connection import RemotingProtocol
 from airflow_provider_rocketmq.client.mqclient import MQClient
-from airflow_provider_rocketmq.client.protocol.codes import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
+from airflow_provider_rocketmq.client.protocol.codes import PULL_FLAG_SUBSCRIPTION, ResponseCode
 from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
 from airflow_provider_rocketmq.client.protocol.errors import (
     ConnectionClosedError,
@@ -49,6 +48,7 @@ from airflow_provider_rocketmq.client.protocol.errors import (
     broker_error,
 )
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
+from airflow_provider_rocketmq.client.pull_request import PullFrame
 
 from .decode import decode_bodies
 from .options import SourceOptions, redacting
@@ -181,15 +181,7 @@ class SpanPuller:
 
     def _send(self, conn: RemotingProtocol, offset: int, limit: int) -> _Pull:
         max_nums = min(self.batch, limit - offset)
-        if conn.rpc_hook is None:
-            opaque = next_opaque()
-            fut = conn.start_encoded(opaque, self._frame.render(opaque, offset, max_nums, PULL_FLAG_SUBSCRIPTION,
-                                                                0, 0, "*"))
-        else:  # a signing (ACL) hook needs the command itself
-            cmd = RemotingCommand(RequestCode.PULL_MESSAGE,
-                                  self._frame.fields(offset, max_nums, PULL_FLAG_SUBSCRIPTION, 0, 0, "*"))
-            fut = conn.start_request(cmd)
-            opaque = cmd.opaque
+        opaque, fut = self._frame.start(conn, offset, max_nums, PULL_FLAG_SUBSCRIPTION, 0, "*")
         self.pulls += 1
         return _Pull(offset, limit, opaque, fut)
 

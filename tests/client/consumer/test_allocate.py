@@ -101,8 +101,8 @@ def test_consistent_hash_matches_ring_from_reference(n_mq, n_cid):
 
 def test_consistent_hash_is_stable_when_a_member_leaves():
     mqs, clients = queues(32), cids(4)
-    before = dict(zip(clients, assign_all(AllocateMessageQueueConsistentHash(), mqs, clients)))
-    after = dict(zip(clients[:3], assign_all(AllocateMessageQueueConsistentHash(), mqs, clients[:3])))
+    before = dict(zip(clients, assign_all(AllocateMessageQueueConsistentHash(), mqs, clients), strict=True))
+    after = dict(zip(clients[:3], assign_all(AllocateMessageQueueConsistentHash(), mqs, clients[:3]), strict=True))
     for c in clients[:3]:  # survivors keep what they had, only gain the leaver's queues
         assert set(before[c]) <= set(after[c])
 

@@ -24,7 +24,7 @@ def _body(i: int) -> bytes:
 def _send_each(cluster: TestCluster, topic: str, bodies: list[bytes], tags: list[str | None]) -> None:
     """One SEND_MESSAGE each: unlike batch sends, single sends compress bodies of 4 KiB and more."""
     async def go() -> None:
-        for body, tag in zip(bodies, tags):
+        for body, tag in zip(bodies, tags, strict=True):
             await cluster.producer.send(Message(topic, body, tags=tag))
     cluster.run(go(), timeout=120)
 

@@ -175,7 +175,7 @@ def test_failed_batch_goes_back_from_ack_index_and_returns_from_retry(cluster: T
     c.register_batch_listener(listener, decode_message_batch)
     c.start()
     try:
-        wait_until(lambda: sorted(b for _, bs, rt in calls[1:] for b, r in zip(bs, rt) if r == 2) == [3, 4, 5],
+        wait_until(lambda: sorted(b for _, bs, rt in calls[1:] for b, r in zip(bs, rt, strict=True) if r == 2) == [3, 4, 5],
                    30, "the failed messages back a second time")
         wait_until(lambda: cluster.committed(group, topic) == {mq: 6 for mq in cluster.queues_of(topic)}, 10,
                    "the topic's offset past every message")
@@ -185,7 +185,7 @@ def test_failed_batch_goes_back_from_ack_index_and_returns_from_retry(cluster: T
     assert calls[0] == (topic, [0, 1, 2, 3, 4, 5], [0] * 6)
     # redeliveries come from %RETRY%<group> with the original topic restored by the filter
     assert {t for t, _, _ in calls[1:]} == {topic}
-    assert sorted(b for _, bs, rt in calls[1:] for b, r in zip(bs, rt) if r == 1) == [3, 4, 5]
+    assert sorted(b for _, bs, rt in calls[1:] for b, r in zip(bs, rt, strict=True) if r == 1) == [3, 4, 5]
     assert stats["consumed_failed"] == 6 and stats["sent_back"] == 6
 
 

@@ -134,9 +134,12 @@ def test_flow_control_counts_taken_uncommitted_messages(cluster: TestCluster) ->
     c.register_listener(listener, orderly=True)
     c.start()
     try:
-        wait_until(lambda: c.stats()["flow_control_delays"] > 0, 10, "flow control")
+        # flow control holds, and the listener has taken every message in the cache
+        wait_until(lambda: c.stats()["flow_control_delays"] > 0 and c.stats()["cached_messages"] == len(seen), 10,
+                   "flow control, every cached message taken")
         n = len(seen)
-        wait_until(lambda: c.stats()["flow_control_delays"] > 5, 10, "flow control holding")
+        delays = c.stats()["flow_control_delays"]
+        wait_until(lambda: c.stats()["flow_control_delays"] > delays + 5, 10, "flow control holding")
         assert len(seen) == n <= 64 + 32  # the threshold plus at most one pull batch
         assert c.stats()["cached_messages"] == n
     finally:

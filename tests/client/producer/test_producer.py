@@ -137,7 +137,7 @@ async def test_send_sets_java_fields_and_round_robins(cluster: Brokers) -> None:
                                         properties={"color": "red", "note": "值"})) for i in range(8)]
     placed = [(r.queue.broker_name, r.queue.queue_id) for r in results]
     assert sorted(placed) == sorted((b, q) for b in ("broker-a", "broker-b") for q in range(4))
-    for (broker, ext, body), r in zip(cluster.stored, results):
+    for (broker, ext, body), r in zip(cluster.stored, results, strict=True):
         props = string_to_properties(ext["i"])
         assert props["TAGS"] == "TagA" and props["KEYS"] == "k1 k2" and props["note"] == "值"
         assert props["WAIT"] == "true" and props["UNIQ_KEY"] == r.msg_id
@@ -374,7 +374,7 @@ async def test_pipelined_batches_are_the_frames_send_batch_builds(cluster: Broke
         chunk = [msgs.pop(0) for _ in range(n)]
         uniq = [next(ids) for _ in range(n)]
         copies = []
-        for m, u in zip(chunk, uniq):
+        for m, u in zip(chunk, uniq, strict=True):
             c = Message(m.topic, m.body, flag=m.flag)
             c.properties = {**m.properties, "UNIQ_KEY": u}
             copies.append(c)
@@ -382,7 +382,7 @@ async def test_pipelined_batches_are_the_frames_send_batch_builds(cluster: Broke
         if n == 1:
             ref = build_send_request(copies[0], mq, "pg", born_timestamp=int(ext["g"]))
         else:
-            ref = build_batch_request(prepare_batch(copies), mq, "pg", born_timestamp=int(ext["g"]))
+            ref = build_batch_request(prepare_batch(copies, lambda: 'unused'), mq, "pg", born_timestamp=int(ext["g"]))
         assert ref.ext == ext and (ref.body or b"") == body
     assert msgs == []
 

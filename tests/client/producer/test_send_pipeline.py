@@ -15,6 +15,7 @@ import pytest
 
 from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.producer import AsyncProducer, Producer
+from airflow_provider_rocketmq.client.producer.message_id import new_uniq_id
 from airflow_provider_rocketmq.client.producer.pipeline import PipelineOptions, SendAbortedError, SendOutcome
 from airflow_provider_rocketmq.client.protocol.errors import BrokerError, ConfigError, RequestTimeoutError
 from airflow_provider_rocketmq.client.protocol.message import Message, MessageExt, string_to_properties
@@ -411,7 +412,7 @@ def test_sync_send_fast_path_results_retries_and_timeouts(embedded_cluster: Embe
 ])
 def test_rendered_frames_equal_the_reference_builder(msg: Message) -> None:
     renderer = SendFrameRenderer("grp-1", 4096)
-    sent, uniq = prepared(msg)
+    sent, uniq = prepared(msg, new_uniq_id)
     assert sent.properties["UNIQ_KEY"] == uniq and msg.properties.get("UNIQ_KEY") is None
     for mq in (MessageQueue(msg.topic, "broker-a", 0), MessageQueue(msg.topic, "broker-é", 13)):
         cmd = build_send_request(sent, mq, "grp-1", born_timestamp=1700000000123)
@@ -430,7 +431,7 @@ def test_a_batch_result_splits_into_one_per_message() -> None:
 
 
 def test_properties_of_a_send_are_what_the_message_carries() -> None:
-    sent, uniq = prepared(Message("T", b"x", properties={"UNIQ_KEY": "FIXED", "WAIT": "false"}))
+    sent, uniq = prepared(Message("T", b"x", properties={"UNIQ_KEY": "FIXED", "WAIT": "false"}), new_uniq_id)
     assert uniq == "FIXED" and string_to_properties(SendFrameRenderer("g").properties(sent))["WAIT"] == "false"
 
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_rocketmq.client.config import ClientConfig
+from airflow_provider_rocketmq.client.producer.message_id import new_uniq_id
 from airflow_provider_rocketmq.client.protocol import columnar
 from airflow_provider_rocketmq.client.protocol.batch import PullFilter, decode_message_batch
 from airflow_provider_rocketmq.client.protocol.columnar import (
@@ -27,7 +28,6 @@ from airflow_provider_rocketmq.client.protocol.message import (
     MessageExt,
     decode_messages,
     encode_stored_message,
-    new_uniq_id,
 )
 from airflow_provider_rocketmq.client.protocol.names import strip_namespace
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
@@ -320,7 +320,7 @@ def test_uniform_properties_take_the_fast_path_and_equal_the_general_one() -> No
         fast, general = _split_both(body)
         assert fast is not None, raws[0]
         assert fast[0].equals(general[0])  # the same map, entries in the same order
-        assert all(a.equals(b) for a, b in zip(fast[1], general[1]))
+        assert all(a.equals(b) for a, b in zip(fast[1], general[1], strict=True))
         assert_same(body)
 
 
@@ -368,32 +368,32 @@ def test_generated_uniform_properties_equal_reference(parts: list[bytes], restor
     body = b"".join(parts)
     fast, general = _split_both(body)
     assert fast is not None
-    assert fast[0].equals(general[0]) and all(a.equals(b) for a, b in zip(fast[1], general[1]))
+    assert fast[0].equals(general[0]) and all(a.equals(b) for a, b in zip(fast[1], general[1], strict=True))
     assert_same(body, MQ, PullFilter(None, None, restore, namespace))
 
 
-# -- the usual walk (_walk_usual) accepts nothing the checked walk refuses --------------------------
+# -- the plain-records index accepts nothing the general index refuses --------------------------
 
-def _both_walks(data: bytes) -> tuple[Any, Any]:
+def _both_indexes(data: bytes) -> tuple[Any, Any]:
     try:
-        usual: Any = columnar._walk_usual(data)
-    except (columnar._Irregular, struct.error, IndexError, UnicodeDecodeError):
-        usual = "irregular"
+        plain: Any = columnar._index_plain_records(data)
+    except (columnar._NotPlain, struct.error, IndexError, UnicodeDecodeError):
+        plain = "not plain"
     try:
-        checked: Any = columnar._walk_checked(data)
+        general: Any = columnar._index_any_records(data)
     except MessageDecodeError:
-        checked = "refused"
-    return usual, checked
+        general = "refused"
+    return plain, general
 
 
-def test_the_usual_walk_takes_the_recorded_pull_bodies_and_agrees() -> None:
+def test_the_plain_index_takes_the_recorded_pull_bodies_and_agrees() -> None:
     taken = 0
     for _, body in PULL_BODIES:
-        usual, checked = _both_walks(body)
-        assert checked != "refused"
-        if usual != "irregular":
+        plain, general = _both_indexes(body)
+        assert general != "refused"
+        if plain != "not plain":
             taken += 1
-            assert usual == checked
+            assert plain == general
     assert taken > 0
 
 
@@ -401,10 +401,10 @@ def test_the_usual_walk_takes_the_recorded_pull_bodies_and_agrees() -> None:
 @given(data=st.one_of(mutated(), st.binary(max_size=300), messages().map(b"".join),
                       st.lists(st.integers(0, 40), min_size=1, max_size=12).map(
                           lambda ns: b"".join(stored(i, body=b"x" * n) for i, n in enumerate(ns)))))
-def test_the_usual_walk_returns_what_the_checked_walk_does_or_hands_over(data: bytes) -> None:
-    usual, checked = _both_walks(data)
-    if usual != "irregular":
-        assert usual == checked
+def test_the_plain_index_returns_what_the_general_one_does_or_hands_over(data: bytes) -> None:
+    plain, general = _both_indexes(data)
+    if plain != "not plain":
+        assert plain == general
 
 
 def _patched(record: bytes, at: int, raw: bytes) -> bytes:
@@ -413,7 +413,7 @@ def _patched(record: bytes, at: int, raw: bytes) -> bytes:
 
 @pytest.mark.parametrize("case", ["other topic, not UTF-8", "properties past the record", "negative properties length",
                                   "negative body length"])
-def test_the_usual_walk_hands_malformed_records_to_the_checked_walk(case: str) -> None:
+def test_the_plain_index_hands_malformed_records_to_the_general_one(case: str) -> None:
     first = stored(0, topic="TA", body=b"abc", props="A\x01b")
     second = stored(1, topic="TA", body=b"abc", props="A\x01b")
     plen_at = 88 + 3 + 1 + 2  # prefix, body, topic length byte, topic
@@ -426,8 +426,8 @@ def test_the_usual_walk_hands_malformed_records_to_the_checked_walk(case: str) -
     else:
         second = _patched(second, 84, struct.pack(">i", -3))
     body = first + second + stored(2, topic="TA", body=b"abc", props="A\x01b")
-    usual, checked = _both_walks(body)
-    assert checked == "refused" and usual == "irregular"
+    plain, general = _both_indexes(body)
+    assert general == "refused" and plain == "not plain"
     with pytest.raises(MessageDecodeError):
         decode_columns(body, MQ, ALL)
 

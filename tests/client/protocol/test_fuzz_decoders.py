@@ -39,8 +39,8 @@ from tests import recorded_vectors as vectors
 RECORDS = vectors.all_records()
 FRAMES = [bytes.fromhex(r["frame_hex"]) for r in RECORDS]
 BODIES = [f[4 + 4 + (int.from_bytes(f[4:8], "big") & 0xFFFFFF):] for f in FRAMES]
-MESSAGE_BODIES = [b for r, b in zip(RECORDS, BODIES) if (r.get("decoded") or {}).get("messages")]
-JSON_BODIES = [b for r, b in zip(RECORDS, BODIES) if r["body_text"] and b[:1] == b"{"]
+MESSAGE_BODIES = [b for r, b in zip(RECORDS, BODIES, strict=True) if (r.get("decoded") or {}).get("messages")]
+JSON_BODIES = [b for r, b in zip(RECORDS, BODIES, strict=True) if r["body_text"] and b[:1] == b"{"]
 
 _MQ = MessageQueue("T", "broker-a", 0)
 _FILTERS = (PullFilter(None, None, False, ""), PullFilter(3, frozenset({"TagA"}), True, "ns"))

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import copy
-import datetime
 import pickle
-import struct
 import sys
-import time
 import zlib
 
 import pytest
@@ -20,7 +17,6 @@ from airflow_provider_rocketmq.client.protocol.errors import (
 from airflow_provider_rocketmq.client.protocol.message import (
     Message,
     MessageExt,
-    UniqIdGenerator,
     decode_batch,
     decode_messages,
     decode_messages_sized,
@@ -53,6 +49,19 @@ def test_ipv6_hosts_and_offset_msg_id() -> None:
         parse_offset_msg_id("ABC")
 
 
+@pytest.mark.parametrize("ip", ["::1", "2001:db8::1", "::", "::ffff:1.2.3.4", "::ffff:0.0.0.0", "::1.2.3.4",
+                                "::2", "::1:0:0", "fe80::a:0:0:1", "1:0:0:2:0:0:0:3", "1::2:3:4:5:6:7"])
+def test_ipv6_hosts_are_written_as_inet_ntop_writes_them(ip: str) -> None:
+    """The codec formats addresses with `ipaddress` (no socket module): the text stays what
+    `socket.inet_ntop` gives, IPv4-mapped and -compatible forms included."""
+    import socket
+
+    text = socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, ip))
+    (m,) = decode_messages(_stored(b"x", born=f"[{ip}]:4000", store=f"[{ip}]:10911"))
+    assert m.born_host == f"[{text}]:4000" and m.store_host == f"[{text}]:10911"
+    assert parse_offset_msg_id(m.offset_msg_id) == (f"[{text}]:10911", 1234)
+
+
 def test_records_of_different_topics_in_one_body_keep_their_own_topic() -> None:
     # the decoder reuses the previous record's topic name while the bytes match: a change of
     # topic, also to one of the same length, an empty one or an IPv6 record, must show
@@ -61,7 +70,7 @@ def test_records_of_different_topics_in_one_body_keep_their_own_topic() -> None:
     body = b"".join(encode_stored_message(
         topic=t, body=str(i).encode(), properties="", queue_id=1, queue_offset=i, commit_log_offset=i,
         born_timestamp=1, born_host=h, store_timestamp=2, store_host="127.0.0.1:10911")
-        for i, (t, h) in enumerate(zip(topics, hosts)))
+        for i, (t, h) in enumerate(zip(topics, hosts, strict=True)))
     msgs = decode_messages(body)
     assert [(m.topic, m.body, m.queue_offset) for m in msgs] == \
         [(t, str(i).encode(), i) for i, t in enumerate(topics)]
@@ -178,35 +187,3 @@ def test_message_queue_sorts_like_java_and_prints_like_java() -> None:
                            MessageQueue("a", "broker-b", 0), MessageQueue("b", "broker-a", 1)]
     assert str(mqs[0]) == "MessageQueue [topic=b, brokerName=broker-a, queueId=1]"
     assert MessageQueue.from_json(mqs[0].to_json()) == mqs[0]
-
-
-@pytest.mark.skipif(not hasattr(time, "tzset"), reason="needs time.tzset")
-def test_uniq_id_counts_from_the_local_month_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Around a month boundary west of UTC the UTC month has begun but the local one has not."""
-    monkeypatch.setenv("TZ", "EST+5")  # fixed UTC-5, no DST
-    time.tzset()
-    try:
-        now = datetime.datetime(2026, 12, 1, 2, 0, tzinfo=datetime.timezone.utc).timestamp()  # Nov 30, 21:00 local
-        monkeypatch.setattr(time, "time", lambda: now)
-        uid = UniqIdGenerator().next_id()
-        ms_since_start, counter = struct.unpack(">IH", bytes.fromhex(uid[-12:]))
-        local_nov_1 = datetime.datetime(2026, 11, 1, 5, 0, tzinfo=datetime.timezone.utc).timestamp()
-        # 29 days 16 h: past 2**31 ms, so the field holds the low 32 bits, as Java's int cast does
-        assert ms_since_start == int((now - local_nov_1) * 1000) & 0xFFFFFFFF and counter == 1
-    finally:
-        monkeypatch.undo()
-        time.tzset()
-
-
-def test_ids_made_by_the_chunk_are_new_ids_of_the_same_form(monkeypatch: pytest.MonkeyPatch) -> None:
-    now = 1_790_000_000.25
-    monkeypatch.setattr(time, "time", lambda: now)
-    gen = UniqIdGenerator()
-    one = gen.next_id()
-    chunk = gen.next_ids(300)
-    after = gen.next_id()
-    ids = [one, *chunk, after]
-    assert len(chunk) == 300 and len(set(ids)) == 302
-    assert {len(u) for u in ids} == {32} and {u[:-4] for u in ids} == {one[:-4]}  # host, pid, seed, time
-    counters = [int(u[-4:], 16) for u in ids]
-    assert counters[1:-1] == list(range(counters[1], counters[1] + 300)) and counters[-1] > counters[-2]

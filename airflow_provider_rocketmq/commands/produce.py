@@ -1,45 +1,22 @@
-"""Core ``rocketmq-airflow`` commands: ``produce``, ``lag`` and ``topic create``.
-
-They only use the public client API (Producer, Admin, ClientConfig). ACL
-credentials come from the environment through `env_client_options`, like in
-every other command (never from the command line, where ``ps`` shows them).
-"""
+"""``rocketmq-airflow produce``: send generated messages to a topic, pipelined, one result per message."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from ..client.admin import Admin
-from ..client.config import ClientConfig, env_client_options
-from ..client.lag import format_table
-from ..client.producer import Producer, SendAbortedError, SendResult
-from ..client.producer.pipeline import MAX_BATCH, MAX_IN_FLIGHT
+from ..client.producer import MAX_BATCH, MAX_IN_FLIGHT, Producer, SendAbortedError, SendResult
 from ..client.protocol.errors import ConfigError, RocketMQError
 from ..client.protocol.message import Message
-
-
-def client_config(args: argparse.Namespace) -> ClientConfig:
-    """ClientConfig from ``--namesrv`` and the environment (`env_client_options`)."""
-    return ClientConfig(**env_client_options(args.namesrv)).validate()
-
-
-def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
-    print(json.dumps(data, ensure_ascii=False) if args.json else text)
-
-
-def _positive(name: str, value: int, minimum: int = 1) -> int:
-    if value < minimum:
-        raise ConfigError(name, f"must be >= {minimum}, got {value}")
-    return value
+from .args import client_config, emit, positive
 
 
 def parse_properties(items: list[str] | None) -> dict[str, str]:
+    """``--property K=V`` options as a dict (ConfigError naming ``--property`` for a bad one)."""
     props: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -61,21 +38,19 @@ def make_body(i: int, size: int) -> bytes:
     return head + (pad * (need // len(pad) + 1))[:need]
 
 
-# -- produce --------------------------------------------------------------------------------
-
 def run_produce(args: argparse.Namespace) -> int:
     """Send ``--count`` messages pipelined (``--max-in-flight`` requests, up to ``--batch`` messages each).
 
     Every message has its own result; the summary counts them per queue. A failure stops the run:
     one ``error:`` line on stderr with the counts sent / failed / not sent, nothing on stdout, exit 2.
     """
-    count = _positive("--count", args.count)
-    batch = _positive("--batch", args.batch)
-    in_flight = _positive("--max-in-flight", args.max_in_flight)
+    count = positive("--count", args.count)
+    batch = positive("--batch", args.batch)
+    in_flight = positive("--max-in-flight", args.max_in_flight)
     for name, value, top in (("--batch", batch, MAX_BATCH), ("--max-in-flight", in_flight, MAX_IN_FLIGHT)):
         if value > top:
             raise ConfigError(name, f"must be <= {top}, got {value}")
-    size = _positive("--size", args.size, 0)
+    size = positive("--size", args.size, 0)
     props = parse_properties(args.property)
     cfg = client_config(args)
     topic, tag, keys = args.topic, args.tag, args.keys
@@ -121,42 +96,12 @@ def run_produce(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {reason} ({sent} message(s) sent before it, {failed} failed, "
                          f"{not_sent} not sent)\n")
         return 2
-    _emit(args, data, text)
-    return 0
-
-
-# -- lag --------------------------------------------------------------------------------------
-
-def run_lag(args: argparse.Namespace) -> int:
-    with Admin(client_config(args)) as admin:
-        snapshot = admin.lag(args.group, args.topic)
-    _emit(args, snapshot.to_dict(), format_table(snapshot))
-    return 0
-
-
-# -- topic ----------------------------------------------------------------------------------
-
-def run_topic_create(args: argparse.Namespace) -> int:
-    queues = _positive("--queues", args.queues)
-    with Admin(client_config(args)) as admin:
-        brokers = admin.create_topic(args.topic, queues, args.cluster)
-    data = {"topic": args.topic, "queues": queues, "brokers": brokers}
-    _emit(args, data, f"topic {args.topic} created/updated with {queues} queue(s) on {', '.join(brokers)}")
-    return 0
-
-
-def run_topic_route(args: argparse.Namespace) -> int:
-    with Admin(client_config(args)) as admin:
-        queues = admin.high_water_marks(args.topic)
-    data = {"topic": args.topic, "queues": [{"broker": mq.broker_name, "queue_id": mq.queue_id,
-                                             "max_offset": off} for mq, off in queues.items()]}
-    text = "\n".join(f"{mq.broker_name}:{mq.queue_id} max_offset={off}" for mq, off in queues.items())
-    _emit(args, data, text or f"topic {args.topic} has no readable queue")
+    emit(args, data, text)
     return 0
 
 
 def register(subparsers: Any) -> None:
-    """Add ``produce``, ``lag`` and ``topic {create,route}`` to the main parser."""
+    """Add ``produce`` to the main parser."""
     p = subparsers.add_parser("produce", help="send N generated messages to a topic")
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int, default=1, help="number of messages (default 1)")
@@ -173,19 +118,3 @@ def register(subparsers: Any) -> None:
                    help="choose the queue by hash of this key: stored in order, one request in flight")
     p.add_argument("--group", default="rocketmq_airflow_cli", help="producer group")
     p.set_defaults(func=run_produce)
-
-    p = subparsers.add_parser("lag", help="consumer-group lag per queue (like mqadmin consumerProgress)")
-    p.add_argument("--group", required=True, help="consumer group")
-    p.add_argument("--topic", default=None, help="only this topic (needed for groups without stats)")
-    p.set_defaults(func=run_lag)
-
-    topic = subparsers.add_parser("topic", help="topic administration")
-    sub = topic.add_subparsers(dest="topic_command", metavar="ACTION", required=True)
-    p = sub.add_parser("create", help="create or update a topic on every master of a cluster")
-    p.add_argument("--topic", required=True)
-    p.add_argument("--queues", type=int, default=8, help="read and write queues per broker (default 8)")
-    p.add_argument("--cluster", default=None, help="cluster name (default: the only one / DefaultCluster)")
-    p.set_defaults(func=run_topic_create)
-    p = sub.add_parser("route", help="queues of a topic with their max offsets")
-    p.add_argument("--topic", required=True)
-    p.set_defaults(func=run_topic_route)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError
 
 
 @dataclass(frozen=True)

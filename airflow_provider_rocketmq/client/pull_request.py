@@ -1,19 +1,22 @@
-"""Pre-rendered PULL_MESSAGE frames: the hot request of a consumer, built without JSON encoding.
+"""PULL_MESSAGE requests, for every reader of a queue (the push consumer, the Spark range reader).
 
 A queue's pull header only changes in five numbers (offset, batch size, flag,
-commit offset, subscription version) and the opaque, so the JSON text around
-them is rendered once per queue. The result is byte for byte what
+commit offset, subscription version) and the opaque, so `PullFrame` renders the
+JSON text around them once per queue: byte for byte what
 ``RemotingCommand(PULL_MESSAGE, fields).encode()`` writes for the same fields in
-the same order (a test holds the two together); signed (ACL) connections still
-go through `RemotingCommand`, because the hook signs the command's fields.
+the same order (a test holds the two together). `PullFrame.start` is the one way
+a pull is sent: the rendered frame, or the command itself on a connection with a
+signing (ACL) hook, which signs the command's fields.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
-from ..protocol.codes import RequestCode
-from ..protocol.command import RemotingCommand, json_text
+from .connection import RemotingProtocol, next_opaque
+from .protocol.codes import RequestCode
+from .protocol.command import RemotingCommand, json_text
 
 _TWO_INTS = struct.Struct(">iI")
 
@@ -53,3 +56,15 @@ class PullFrame:
             text += ',"subscription":' + json_text(subscription)
         header = (text + self._tail + str(opaque) + self._tail_end).encode("utf-8")
         return _TWO_INTS.pack(4 + len(header), len(header)) + header
+
+    def start(self, conn: RemotingProtocol, offset: int, max_nums: int, sys_flag: int, sub_version: int,
+              subscription: str | None) -> tuple[int, asyncio.Future[RemotingCommand]]:
+        """Send one pull of this queue on ``conn`` (commit offset 0): its opaque and the future of its
+        answer, with no timer attached; the caller calls ``conn.forget(opaque)`` once it stops waiting."""
+        if conn.rpc_hook is None:
+            opaque = next_opaque()
+            return opaque, conn.start_encoded(opaque, self.render(opaque, offset, max_nums, sys_flag, 0, sub_version,
+                                                                  subscription))
+        cmd = RemotingCommand(RequestCode.PULL_MESSAGE, self.fields(offset, max_nums, sys_flag, 0, sub_version,
+                                                                    subscription))
+        return cmd.opaque, conn.start_request(cmd)  # start_request sets the opaque, then the hook signs
