@@ -2,8 +2,10 @@
 
 Sub-commands are contributed by the modules that own them: each module in
 `COMMAND_MODULES` has ``register(subparsers)`` adding its parsers with
-``set_defaults(func=run)`` where ``run(args) -> int``. A module that cannot be
-imported (not written yet, or an optional extra missing) is skipped.
+``set_defaults(func=run)`` where ``run(args) -> int``. Every command module imports
+without the optional extras (they import what an extra installs when they run), so a
+module that cannot be imported is a bug and the command line fails loudly; a command
+that finds an optional package missing says which extra to install.
 
 Every command gets ``--namesrv`` (default ``$NAMESRV_ADDR``, else
 127.0.0.1:9876) and ``--json``. Bad input and client errors print one line
@@ -19,18 +21,20 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .client.errors import RocketMQError
-
-log = logging.getLogger(__name__)
+from .client import RocketMQError
 
 COMMAND_MODULES = [
-    "airflow_provider_rocketmq.commands.core",
-    "airflow_provider_rocketmq.embedded.cli",
-    "airflow_provider_rocketmq.client.consumer.cli",
-    "airflow_provider_rocketmq.window.cli",
-    "airflow_provider_rocketmq.spark.package",
+    "airflow_provider_rocketmq.commands.produce",
+    "airflow_provider_rocketmq.commands.admin",
+    "airflow_provider_rocketmq.commands.broker",
+    "airflow_provider_rocketmq.commands.consume",
+    "airflow_provider_rocketmq.commands.window",
+    "airflow_provider_rocketmq.commands.spark_package",
 ]
 EXIT_ERROR = 2
+# Third-party packages only an extra of pyproject.toml installs -> that extra
+OPTIONAL_PACKAGES = {"pyarrow": "columnar", "numpy": "columnar", "pyspark": "spark", "pandas": "spark",
+                     "s3fs": "s3", "pyiceberg": "iceberg", "lz4": "compression", "zstandard": "compression"}
 
 
 class CliParser(argparse.ArgumentParser):
@@ -62,20 +66,17 @@ def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPars
     return out
 
 
-def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> CliParser:
+def build_parser(modules: Sequence[str] | None = None) -> CliParser:
+    """The parser of every command of ``modules`` (default `COMMAND_MODULES`); an ImportError of one
+    of them propagates."""
     parser = CliParser(prog="rocketmq-airflow",
                        description="RocketMQ tools of airflow-provider-rocketmq: produce, consume, lag, "
                                    "topics, windows and an embedded broker.")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log progress and warnings (INFO) on stderr; default: errors only")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:  # not written yet, or an optional extra is missing
-            log.debug("commands of %s unavailable: %s", name, exc)
-            continue
-        module.register(subparsers)
+    for name in COMMAND_MODULES if modules is None else modules:
+        importlib.import_module(name).register(subparsers)
     for leaf in _leaf_parsers(parser):
         add_common_options(leaf)
     return parser
@@ -95,6 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RocketMQError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__  # one line, whatever the message
         sys.stderr.write(f"error: {text}\n")
+        return EXIT_ERROR
+    except ModuleNotFoundError as exc:
+        package = (exc.name or "").split(".")[0]
+        extra = OPTIONAL_PACKAGES.get(package)
+        if extra is None:
+            raise
+        sys.stderr.write(f"error: `{args.command}` needs {package}, which is not installed: "
+                         f"pip install 'airflow-provider-rocketmq[{extra}]'\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

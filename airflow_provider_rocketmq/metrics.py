@@ -34,7 +34,7 @@ WINDOW_REUSED = f"{PREFIX}.window.reused"  # counter: a re-run found the window 
 # per lag check (RocketMQLagSensor poke, RocketMQLagTrigger poll), per topic of the snapshot
 LAG_TOTAL = f"{PREFIX}.lag.total"  # gauge: messages waiting for the group
 LAG_MAX_QUEUE = f"{PREFIX}.lag.max_queue"  # gauge: the largest lag of one queue
-# per load of spark/load_window.py, per topic and group of its windows: sent on the Airflow side from the
+# per load of spark/load/load_window.py, per topic and group of its windows: sent on the Airflow side from the
 # job's result file (`load_metrics_from_file`; RocketMQCommitWindowOperator(load_result=...))
 LOAD_ROWS_IN = f"{PREFIX}.load.rows_in"  # counter: rows read from the windows
 LOAD_ROWS_OUT = f"{PREFIX}.load.rows_out"  # counter: rows appended to the output
@@ -58,7 +58,7 @@ def _send(kind: str, name: str, value: Any, topic: str, group: str) -> None:
         send(name, value, tags=tags)
         if _per_topic_names():
             send(f"{name}.{_UNSAFE.sub('_', topic)}.{_UNSAFE.sub('_', group)}", value)
-    except Exception as exc:  # noqa: BLE001 - a metric must never fail the task
+    except Exception as exc:
         log.warning("could not send metric %s: %s", name, exc)
 
 
@@ -92,7 +92,7 @@ def lag_metrics(snapshot: Mapping[str, Any]) -> None:
 
 
 def load_metrics(result: Mapping[str, Any]) -> None:
-    """One Spark load's result (``load_window.py --result-file``, spark/load_report.py): rows in, out,
+    """One Spark load's result (``load_window.py --result-file``, spark/load/report.py): rows in, out,
     already loaded and repeated, summed per (topic, consumer group) of its windows, and the load's
     duration once per (topic, group)."""
     per: dict[tuple[str, str], dict[str, int]] = {}
@@ -138,7 +138,7 @@ def load_metrics_from_file(where: str, storage_options: Mapping[str, Any] | None
                 result = json.load(fh)
         if not isinstance(result, dict):
             raise TypeError("not a JSON object")
-    except Exception as exc:  # noqa: BLE001 - a metric must never fail the task
+    except Exception as exc:
         log.warning("no load metrics: could not read the load result %s: %s", where, exc)
         return None
     load_metrics(result)

@@ -14,9 +14,9 @@ import sys
 
 from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.loop_thread import LoopThread
-from airflow_provider_rocketmq.client.message import Message
 from airflow_provider_rocketmq.client.mqclient import MQClient
 from airflow_provider_rocketmq.client.producer import AsyncProducer
+from airflow_provider_rocketmq.client.protocol.message import Message
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

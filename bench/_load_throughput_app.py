@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_provider_rocketmq.spark import load_window
+from airflow_provider_rocketmq.spark.load import load_window
 
 
 def _hwm_mb(pid: int) -> float:

@@ -1,4 +1,4 @@
-"""Decode cost per message: pull bodies -> Arrow columns (client/columnar.py) vs decode_messages.
+"""Decode cost per message: pull bodies -> Arrow columns (client/protocol/columnar.py) vs decode_messages.
 
 Pull bodies of 32 records (a broker's in-memory pull limit) of 100-byte messages
 with a UNIQ_KEY, as the embedded broker serves them. Prints microseconds per
@@ -21,10 +21,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from airflow_provider_rocketmq.client.batch import PullFilter
-from airflow_provider_rocketmq.client.columnar import decode_columns, to_record_batch
-from airflow_provider_rocketmq.client.message import decode_messages, encode_stored_message, new_uniq_id
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.producer.message_id import new_uniq_id
+from airflow_provider_rocketmq.client.protocol.batch import PullFilter
+from airflow_provider_rocketmq.client.protocol.columnar import decode_columns, to_record_batch
+from airflow_provider_rocketmq.client.protocol.message import decode_messages, encode_stored_message
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 
 MQ = MessageQueue("BenchTopic", "broker-a", 3)
 ALL = PullFilter(None, None, False, "")

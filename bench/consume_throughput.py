@@ -7,7 +7,7 @@ per million messages for
   (a) PushConsumer with a no-op listener (consume_message_batch_max_size 1),
   (b) a raw pull-and-decode loop using the client's own codec,
   (c) PushConsumer with consume_message_batch_max_size 32.
-and then, over the runs, issue 13's targets for (a): CPU-s/M <= 4.0 and >= 80 % of (b)'s rate
+and then, over the runs, the targets for (a): CPU-s/M <= 4.0 and >= 80 % of (b)'s rate
 (how many runs met each, and the medians).
 Push runs also print how that CPU splits between the consumer's event-loop thread and its consume
 threads (per-thread clocks from /proc; blank where /proc is not there).
@@ -32,10 +32,10 @@ from airflow_provider_rocketmq.client.config import ClientConfig
 from airflow_provider_rocketmq.client.consumer.config import ConsumeStatus
 from airflow_provider_rocketmq.client.consumer.push import PushConsumer
 from airflow_provider_rocketmq.client.loop_thread import LoopThread
-from airflow_provider_rocketmq.client.message import decode_messages
 from airflow_provider_rocketmq.client.mqclient import MQClient
-from airflow_provider_rocketmq.client.remoting.codes import RequestCode
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.codes import RequestCode
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 from bench._broker import backlog, fill, start_broker
 
 
@@ -125,7 +125,7 @@ def run_raw(namesrv: str, topic: str, total: int) -> tuple[float, float, float, 
     return wall, cpu, float("nan"), float("nan")
 
 
-CPU_TARGET = 4.0  # issue 13: (a) <= 4.0 client CPU-seconds per million messages
+CPU_TARGET = 4.0  # (a) <= 4.0 client CPU-seconds per million messages
 RATIO_TARGET = 0.80  # ... and (a) >= 80 % of (b)'s rate
 
 

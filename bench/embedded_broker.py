@@ -13,9 +13,9 @@ import argparse
 import asyncio
 import time
 
-from airflow_provider_rocketmq.client.message import Message, encode_batch
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import open_connection
+from airflow_provider_rocketmq.client.connection import open_connection
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.message import Message, encode_batch
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 
@@ -55,7 +55,7 @@ async def handler_bench(n: int, size: int) -> None:
         t0 = time.process_time()
         served = 0
         for off in range(0, n, 32):
-            resp = await broker.pull._process(conn, _pull_cmd("B1", off), allow_suspend=False)  # type: ignore[arg-type]
+            resp = await broker.pull.answer(conn, _pull_cmd("B1", off), allow_suspend=False)  # type: ignore[arg-type]
             resp.encode()
             served += 32
         t_pull = time.process_time() - t0

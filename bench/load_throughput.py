@@ -1,4 +1,4 @@
-"""Load throughput: `spark/load_window.py` on a staged window, by output kind, with `local[2]`.
+"""Load throughput: `spark/load/load_window.py` on a staged window, by output kind, with `local[2]`.
 
 A window of N messages x 100-byte bodies on 8 queues is staged once (Parquet + manifest, as the
 window operator writes it; one file per queue). Each run is one real ``spark-submit --master
@@ -32,7 +32,7 @@ nothing; other processes on the machine make figures noisy: run it on a quiet ma
         [--rss-sizes 1000000,5000000]   # sizes whose driver RSS is compared (one run each)
         [--rss-kinds local,iceberg]     # kinds whose driver RSS is compared
 
-What is measured is `load_window.py`'s default plan for a staged window (spark/staged_tasks.py: Spark
+What is measured is `load_window.py`'s default plan for a staged window (spark/load/direct_plan.py: Spark
 tasks read the staged Parquet files themselves and write the new rows in one pass). Add
 ``--staged-read spark`` to the job's arguments in `one_run` to measure the general plan (Spark reads,
 classifies and deduplicates with a shuffle), which overlapping windows in one load still take.

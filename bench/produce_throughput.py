@@ -11,7 +11,7 @@ embedded broker's process, or the process ``--broker-pid`` names, read from /pro
   (b) the same with max_batch=1 (a SEND_MESSAGE_V2 per message, 64 in flight),
   (c) the same as (a) with 100 ordering keys (one request in flight per queue),
   (d) Producer.send, one message at a time from one thread (the synchronous facade's fast path),
-and then, over the runs, issue 23's targets: (a) >= 50,000 msgs/s and (d) <= 150 CPU-us per message
+and then, over the runs, the targets: (a) >= 50,000 msgs/s and (d) <= 150 CPU-us per message
 (how many runs met each, and the medians).
 
     .venv/bin/python bench/produce_throughput.py                       # embedded broker
@@ -41,14 +41,14 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # execute() o
 
 from airflow_provider_rocketmq.client.admin import Admin
 from airflow_provider_rocketmq.client.config import ClientConfig
-from airflow_provider_rocketmq.client.message import Message
 from airflow_provider_rocketmq.client.producer import Producer
+from airflow_provider_rocketmq.client.protocol.message import Message
 from bench._broker import start_broker
 
 BODY = b"x" * 100
 CONN_ID = "rocketmq_bench"
-RATE_TARGET = 50_000.0  # issue 23: the operator path, msgs/s
-CPU_TARGET = 150.0  # issue 23: a single synchronous Producer.send, client CPU-us per message
+RATE_TARGET = 50_000.0  # the operator path, msgs/s
+CPU_TARGET = 150.0  # a single synchronous Producer.send, client CPU-us per message
 
 
 def process_cpu(pid: int | None) -> float | None:

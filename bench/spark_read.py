@@ -71,7 +71,7 @@ def main() -> None:
 
         from pyspark.sql import SparkSession
 
-        from airflow_provider_rocketmq.spark.datasource import RocketMQDataSource
+        from airflow_provider_rocketmq.spark.source.datasource import RocketMQDataSource
 
         spark = (SparkSession.builder.master(args.master).appName("bench-spark-read")
                  .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "1g").getOrCreate())

@@ -18,7 +18,7 @@ and prints for each:
 - staged: bytes of Parquet written (zstd) and the number of files;
 - window/(a): the window's rate against (a)'s in the same run.
 
-It ends with issue 22's targets over the runs (window >= 80 % of (a), <= 3.0 CPU-s/M,
+It ends with the targets over the runs (window >= 80 % of (a), <= 3.0 CPU-s/M,
 peak RSS <= 250 MB): in how many runs each was met, with the medians.
 
 Two ways to get a backlog:
@@ -49,10 +49,9 @@ import tempfile
 import time
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._broker import start_broker
+from bench._broker import ROOT, start_broker
 
 # what both children share: per-thread CPU clocks sampled from /proc (threads end before the process
 # does), grouped by the thread name up to its first "_" (the consumer's names end in the group)
@@ -122,7 +121,7 @@ wall, cpu, loop_cpu, workers_cpu = run_push(%(namesrv)r, %(topic)r, %(group)r, %
 report(base, code=0, wall=wall, cpu=cpu, loop=loop_cpu, workers=workers_cpu)
 """
 
-RATIO_TARGET = 0.80  # issue 22: the window >= 80 % of (a)'s rate in the same invocation
+RATIO_TARGET = 0.80  # the window >= 80 % of (a)'s rate in the same invocation
 CPU_TARGET = 3.0  # ... <= 3.0 client CPU-s per million
 RSS_TARGET_MB = 250  # ... peak RSS <= 250 MB
 
@@ -185,8 +184,8 @@ def verdict(runs: list[dict[str, tuple[float, float, float]]]) -> list[str]:
 def _backlog(namesrv: str, topic: str, fill_to: int | None, queues: int, size: int) -> int:
     """Messages ``topic`` holds on ``namesrv``, after topping it up to ``fill_to`` (if given)."""
     from airflow_provider_rocketmq.client import Admin, ClientConfig
-    from airflow_provider_rocketmq.client.errors import RocketMQError
     from airflow_provider_rocketmq.client.loop_thread import LoopThread
+    from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
     from bench._broker import backlog, fill
 
     lt = LoopThread()
@@ -208,6 +207,24 @@ def _backlog(namesrv: str, topic: str, fill_to: int | None, queues: int, size: i
         lt.stop()
 
 
+def _targets(args: argparse.Namespace, ap: argparse.ArgumentParser) -> list[tuple[str, Any]]:
+    """(topic, prepare) per window: ``prepare()`` gives (broker process or None, name server, messages)."""
+    if args.namesrv is not None:
+        topics = args.topic.split(",")
+        fills = [int(x) for x in args.fill.split(",")] if args.fill else [None] * len(topics)
+        if len(fills) != len(topics):
+            ap.error("--fill takes one count per topic")
+        return [(t, lambda t=t, n=n: (None, args.namesrv, _backlog(args.namesrv, t, n, 8, args.size)))
+                for t, n in zip(topics, fills, strict=True)]
+
+    def embedded(total: int) -> tuple[Any, str, int]:
+        t = time.perf_counter()
+        broker, namesrv = start_broker(f"BenchWindow{total}", total, args.size)
+        print(f"# backlog of {total} x {args.size} B written in {time.perf_counter() - t:.1f}s", flush=True)
+        return broker, namesrv, total
+    return [(f"BenchWindow{n}", lambda n=n: embedded(n)) for n in (int(s) for s in args.sizes.split(","))]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--namesrv", default=None, help="use this broker's name server instead of the embedded broker")
@@ -226,20 +243,7 @@ def main() -> None:
         ap.error("--fill needs --namesrv (the embedded broker writes its backlog itself)")
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores")
-    if args.namesrv is not None:
-        topics = args.topic.split(",")
-        fills = [int(x) for x in args.fill.split(",")] if args.fill else [None] * len(topics)
-        if len(fills) != len(topics):
-            ap.error("--fill takes one count per topic")
-        targets = [(t, lambda t=t, n=n: (None, args.namesrv, _backlog(args.namesrv, t, n, 8, args.size)))
-                   for t, n in zip(topics, fills)]
-    else:
-        def embedded(total: int) -> tuple[Any, str, int]:
-            t = time.perf_counter()
-            broker, namesrv = start_broker(f"BenchWindow{total}", total, args.size)
-            print(f"# backlog of {total} x {args.size} B written in {time.perf_counter() - t:.1f}s", flush=True)
-            return broker, namesrv, total
-        targets = [(f"BenchWindow{n}", lambda n=n: embedded(n)) for n in (int(s) for s in args.sizes.split(","))]
+    targets = _targets(args, ap)
     print(f"{'size':>9} {'run':>3} {'':<7} {'msgs/s':>9} {'CPU-s/M':>8} {'peak RSS':>9} {'staged':>10} "
           f"{'files':>5} {'startup':>14}")
     runs: list[dict[str, tuple[float, float, float]]] = []

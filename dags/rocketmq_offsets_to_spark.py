@@ -5,7 +5,7 @@ The offsets hand-off, for windows too big to pass through one Airflow worker:
 1. ``wait_for_messages`` (deferrable) waits until the group has at least one message to read;
 2. ``snapshot_window`` consumes nothing: it writes a manifest holding, per queue, the group's
    committed offset and the high-water mark (``handoff="offsets"``);
-3. ``load_window`` runs ``spark/load_window.py`` with ``spark-submit``: the executors read exactly
+3. ``load_window`` runs ``spark/load/load_window.py`` with ``spark-submit``: the executors read exactly
    those ranges from the brokers through the ``rocketmq`` data source, in parallel, and the rows go
    into the output with the same exactly-once ledger as staged windows;
 4. ``commit_window`` commits the manifest's end offsets once the load succeeded.

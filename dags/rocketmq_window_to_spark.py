@@ -4,7 +4,7 @@
    message to read, with admin calls only (it never joins the group);
 2. ``consume_window`` consumes up to the high-water marks snapshotted at its start
    and stages Parquet + manifest (offsets NOT committed yet: ``after_downstream``);
-3. ``load_window`` runs ``spark/load_window.py`` with ``spark-submit`` (local[*]),
+3. ``load_window`` runs ``spark/load/load_window.py`` with ``spark-submit`` (local[*]),
    which validates the manifest and appends the offsets the output does not hold yet
    (the output's ledger: a re-run or a restaged window never duplicates);
 4. ``commit_window`` commits the manifest's end offsets once the load succeeded.

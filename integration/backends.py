@@ -1,16 +1,19 @@
 """Which RocketMQ the integration suite runs against, and the cluster object tests use.
 
-Selection order (first match wins):
+Explicit settings choose; detection only fills in when there are none:
 
-1. ``ROCKETMQ_NAMESRV=host:port[;host:port]`` - an existing broker, used as is (restarted only
-   when ``ROCKETMQ_BROKER_KILL_CMD`` and ``ROCKETMQ_BROKER_START_CMD`` say how, see ``BrokerControl``);
-2. a Docker engine answering on ``DOCKER_HOST`` / the default socket (unless
-   ``ROCKETMQ_DOCKER=0``) - testcontainers
-   starts ``apache/rocketmq:${ROCKETMQ_IMAGE_TAG:-4.9.7}`` (see ``containers.py``);
-3. ``ROCKETMQ_EMBEDDED=1`` - the project's in-process ``EmbeddedCluster``
-   (``ROCKETMQ_EMBEDDED_FAULTS=offset-race,pull-commit-delay`` switches on a real broker's
-   offset behaviour, see ``OffsetFaults`` in docs/embedded.md);
-4. nothing: every test that needs a broker is skipped with ``NO_BACKEND_REASON``.
+* ``ROCKETMQ_NAMESRV=host:port[;host:port]`` - an existing broker, used as is (restarted only
+  when ``ROCKETMQ_BROKER_KILL_CMD`` and ``ROCKETMQ_BROKER_START_CMD`` say how, see ``BrokerControl``);
+* ``ROCKETMQ_DOCKER=1`` - testcontainers starts ``${ROCKETMQ_IMAGE:-apache/rocketmq}:${ROCKETMQ_IMAGE_TAG:-4.9.7}``
+  (see ``containers.py``); the session fails, naming the variable, when no Docker engine answers;
+* ``ROCKETMQ_EMBEDDED=1`` - the project's in-process ``EmbeddedCluster``
+  (``ROCKETMQ_EMBEDDED_FAULTS=offset-race,pull-commit-delay`` switches on a real broker's
+  offset behaviour, see ``OffsetFaults`` in docs/embedded.md).
+
+Two of them at once is a ``BackendConfigError`` naming both (the suite never guesses which broker a
+user meant). With none of them: testcontainers when a Docker engine answers on ``DOCKER_HOST`` / the
+default socket (``ROCKETMQ_DOCKER=0`` turns that probe off), otherwise every test that needs a broker
+is skipped with the reason.
 
 Whatever the backend, tests create their own uniquely named topics and groups
 through the admin API, so a shared broker is left with nothing but ``IT_*`` names.
@@ -30,9 +33,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .containers import docker_endpoint, docker_engine_answers
+from .containers import docker_endpoint, docker_engine_answers, image_for
 
-NO_BACKEND_REASON = "no Docker engine (and neither ROCKETMQ_NAMESRV nor ROCKETMQ_EMBEDDED=1 set)"
+NO_BACKEND_REASON = "no Docker engine (and none of ROCKETMQ_NAMESRV, ROCKETMQ_DOCKER=1, ROCKETMQ_EMBEDDED=1 set)"
+DOCKER_OFF_REASON = "ROCKETMQ_DOCKER=0 and none of ROCKETMQ_NAMESRV, ROCKETMQ_EMBEDDED=1 set"
 # The broker's first retry level (delay level 3) on a real broker.
 REAL_FIRST_RETRY_DELAY_S = 10.0
 # Embedded broker: every broker-side delay (retry levels, long-poll suspension) runs this much faster.
@@ -40,6 +44,8 @@ EMBEDDED_TIME_SCALE = 0.02
 
 if TYPE_CHECKING:  # the client is imported lazily so the selection logic loads without it
     from airflow_provider_rocketmq.client import Admin, ClientConfig, MessageQueue, Producer
+
+    from .containers import RunningRocketMQ
 
 _NAMESRV_RE = re.compile(r"[A-Za-z0-9_.\-]+:\d{1,5}(;[A-Za-z0-9_.\-]+:\d{1,5})*")
 
@@ -123,9 +129,9 @@ def _accepts(addr: str) -> bool:
 
 def master_addrs(namesrv: str) -> list[str]:
     """Addresses of the master brokers the name server lists (GET_BROKER_CLUSTER_INFO)."""
-    from airflow_provider_rocketmq.client.remoting.codes import RequestCode
-    from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-    from airflow_provider_rocketmq.client.remoting.connection import open_connection
+    from airflow_provider_rocketmq.client.connection import open_connection
+    from airflow_provider_rocketmq.client.protocol.codes import RequestCode
+    from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
     from airflow_provider_rocketmq.client.route import ClusterInfo
 
     async def ask() -> list[str]:
@@ -156,13 +162,26 @@ class BackendChoice:
     detail: str  # namesrv list, docker endpoint, or the skip reason
     faults: str = ""  # embedded only: the ROCKETMQ_EMBEDDED_FAULTS spec
     control: BrokerControl | None = None  # existing only: how to kill and restart its broker
+    image: str = ""  # testcontainers only: the image both containers run
+    how: str = ""  # what decided it: the explicit variable, or the detection
+
+    def describe(self) -> str:
+        """One line for pytest's header and summary."""
+        if self.kind == "skip":
+            return f"rocketmq integration backend: none ({self.detail})"
+        if self.kind == "testcontainers":
+            what = f"testcontainers {self.image} via {self.detail}"
+        else:
+            control = " (broker kill/start commands set)" if self.control is not None else ""
+            what = f"{self.kind} {self.detail}{control}".rstrip()
+        return f"rocketmq integration backend: {what} [{self.how}]"
 
 
 def embedded_faults(env: Mapping[str, str]) -> str:
     """The validated ``ROCKETMQ_EMBEDDED_FAULTS`` spec ("" when unset)."""
     spec = env.get("ROCKETMQ_EMBEDDED_FAULTS", "").strip()
     if spec:
-        from airflow_provider_rocketmq.client.errors import ConfigError
+        from airflow_provider_rocketmq.client.protocol.errors import ConfigError
         from airflow_provider_rocketmq.embedded import parse_offset_faults
 
         try:
@@ -172,33 +191,75 @@ def embedded_faults(env: Mapping[str, str]) -> str:
     return spec
 
 
+def _flag(env: Mapping[str, str], name: str, meaning: str) -> str:
+    value = env.get(name, "").strip()
+    if value not in ("", "0", "1"):
+        raise BackendConfigError(f"{name}: {value!r} must be {meaning} (or unset)")
+    return value
+
+
+def _container_image(env: Mapping[str, str]) -> str:
+    try:
+        return image_for(env)
+    except ValueError as exc:
+        raise BackendConfigError(str(exc)) from None
+
+
 def choose_backend(env: Mapping[str, str], docker_answers: Callable[[str], bool]) -> BackendChoice:
-    """Pick the backend from the environment; ``docker_answers(endpoint)`` probes Docker."""
+    """Pick the backend from the environment; ``docker_answers(endpoint)`` probes Docker (only
+    when nothing explicit decides, or to check an explicit ``ROCKETMQ_DOCKER=1``)."""
     namesrv = env.get("ROCKETMQ_NAMESRV", "").strip()
+    docker = _flag(env, "ROCKETMQ_DOCKER", "1 (use testcontainers) or 0 (never probe Docker)")
+    embedded = _flag(env, "ROCKETMQ_EMBEDDED", "1 (use the embedded broker) or 0")
+    explicit = [name for name, on in (("ROCKETMQ_NAMESRV", bool(namesrv)), ("ROCKETMQ_DOCKER=1", docker == "1"),
+                                      ("ROCKETMQ_EMBEDDED=1", embedded == "1")) if on]
+    if len(explicit) > 1:
+        names = f"{', '.join(explicit[:-1])} and {explicit[-1]} {'both' if len(explicit) == 2 else 'all'}"
+        raise BackendConfigError(f"{names} choose the integration backend (an existing broker, testcontainers, "
+                                 f"the embedded broker): set only one")
     if namesrv:
         if not _NAMESRV_RE.fullmatch(namesrv):
             raise BackendConfigError(
                 f"ROCKETMQ_NAMESRV: {namesrv!r} is not host:port[;host:port] (e.g. 127.0.0.1:9876)"
             )
-        return BackendChoice("existing", namesrv, control=broker_control(env, namesrv))
-    docker_flag = env.get("ROCKETMQ_DOCKER", "").strip()
-    if docker_flag not in ("", "0", "1"):
-        raise BackendConfigError(f"ROCKETMQ_DOCKER: {docker_flag!r} must be 0 (never use Docker) or 1 (or unset)")
+        return BackendChoice("existing", namesrv, control=broker_control(env, namesrv), how="ROCKETMQ_NAMESRV")
     endpoint = docker_endpoint(dict(env))
-    # ROCKETMQ_DOCKER=0 keeps a machine with Docker on the embedded broker (e.g. CI)
-    if docker_flag != "0" and docker_answers(endpoint):
-        return BackendChoice("testcontainers", endpoint)
-    embedded = env.get("ROCKETMQ_EMBEDDED", "").strip()
-    if embedded not in ("", "0", "1"):
-        raise BackendConfigError(f"ROCKETMQ_EMBEDDED: {embedded!r} must be 1 (or unset)")
+    if docker == "1":
+        image = _container_image(env)
+        if not docker_answers(endpoint):
+            raise BackendConfigError(f"ROCKETMQ_DOCKER=1: no Docker engine answers GET /_ping at {endpoint} "
+                                     f"(DOCKER_HOST)")
+        return BackendChoice("testcontainers", endpoint, image=image, how="ROCKETMQ_DOCKER=1")
     if embedded == "1":
         faults = embedded_faults(env)
-        return BackendChoice("embedded", f"faults={faults}" if faults else "", faults)
+        return BackendChoice("embedded", f"faults={faults}" if faults else "", faults, how="ROCKETMQ_EMBEDDED=1")
+    if docker == "0":
+        return BackendChoice("skip", DOCKER_OFF_REASON)
+    image = _container_image(env)
+    if docker_answers(endpoint):
+        return BackendChoice("testcontainers", endpoint, image=image, how="a Docker engine answered")
     return BackendChoice("skip", NO_BACKEND_REASON)
 
 
 def choose_backend_from_environment() -> BackendChoice:
     return choose_backend(os.environ, docker_engine_answers)
+
+
+_session_choice: BackendChoice | BackendConfigError | None = None
+
+
+def session_backend() -> BackendChoice:
+    """The choice for this process, made once (the report header, the fixtures and the
+    reliability harness all see the same); raises the ``BackendConfigError`` every time."""
+    global _session_choice
+    if _session_choice is None:
+        try:
+            _session_choice = choose_backend_from_environment()
+        except BackendConfigError as exc:
+            _session_choice = exc
+    if isinstance(_session_choice, BackendConfigError):
+        raise _session_choice
+    return _session_choice
 
 
 class IntegrationCluster:
@@ -289,22 +350,57 @@ class ExistingCluster(IntegrationCluster):
         self.control.restart()
 
 
+class ContainerBrokerControl:
+    """Kill (SIGKILL, ``docker kill``) and start again the broker container of a testcontainers
+    run; the same surface as ``BrokerControl``, so the reliability checks use either."""
+
+    def __init__(self, running: RunningRocketMQ) -> None:
+        self.running = running
+        self.namesrv = running.namesrv_addr
+
+    def kill(self) -> list[str]:
+        self.running.kill_broker()
+        return [self.running.broker_addr]
+
+    def start(self, addrs: list[str]) -> float:
+        """Start the container; returns the wall-clock time its broker logged 'boot success' (it
+        listens from then on: the published port accepts earlier, through docker-proxy), after
+        waiting until the name server lists it again."""
+        back = self.running.start_broker()
+        wait_until(lambda: set(addrs) <= set(master_addrs(self.namesrv)), 120,
+                   f"the name server to list {', '.join(addrs)} again")
+        return back
+
+    def restart(self) -> float:
+        return self.start(self.kill())
+
+
 class ContainerCluster(IntegrationCluster):
+    """Name server and broker containers this run started; removed (by label) on close."""
+
     kind = "testcontainers"
     can_restart = True
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, image: str) -> None:
         from .containers import start_rocketmq
 
-        self._running = start_rocketmq(endpoint)
+        self._running = start_rocketmq(endpoint, image)
+        self.image = image
+        self.notices = self._running.notices
+        self.control = ContainerBrokerControl(self._running)
         super().__init__(self._running.namesrv_addr)
 
     def restart_broker(self) -> None:
         self._running.restart_broker()
+        addr = self._running.broker_addr
+        wait_until(lambda: addr in master_addrs(self.namesrv_addr), 120,
+                   f"the name server to list {addr} again")
 
     def close(self) -> None:
-        super().close()
-        self._running.stop()
+        try:
+            super().close()
+        finally:
+            self._running.stop()
 
 
 class EmbeddedBackend(IntegrationCluster):
@@ -340,7 +436,7 @@ def start_cluster(choice: BackendChoice) -> IntegrationCluster:
     if choice.kind == "existing":
         return ExistingCluster(choice.detail, choice.control)
     if choice.kind == "testcontainers":
-        return ContainerCluster(choice.detail)
+        return ContainerCluster(choice.detail, choice.image)
     if choice.kind == "embedded":
         return EmbeddedBackend(choice.faults)
     raise ValueError(f"no cluster for backend {choice.kind!r}")
@@ -359,7 +455,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
             value = predicate()
             if value:
                 return value
-        except Exception as exc:  # noqa: BLE001 - the broker may be restarting: keep polling until the deadline
+        except Exception as exc:
             last_error = exc
         if time.monotonic() > deadline:
             suffix = f" (last error: {last_error!r})" if last_error else ""

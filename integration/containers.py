@@ -1,8 +1,9 @@
-"""Container configuration for the testcontainers backend of the integration suite.
+"""Container configuration and lifecycle for the testcontainers backend of the integration suite.
 
-Two containers of the official ``apache/rocketmq`` image on one Docker network:
+Two containers of the RocketMQ image (``${ROCKETMQ_IMAGE:-apache/rocketmq}:${ROCKETMQ_IMAGE_TAG:-4.9.7}``)
+on one Docker network:
 
-* ``namesrv``: ``sh mqnamesrv``; network alias ``namesrv``; port 9876 mapped to the host.
+* ``namesrv``: ``sh mqnamesrv``; network alias ``namesrv``; port 9876 published on a free host port.
 * ``broker``: ``sh mqbroker -n namesrv:9876 -c /home/rocketmq/broker.conf``; the broker
   registers ``brokerIP1:listenPort`` with the name server and clients connect to exactly
   that address, so ``brokerIP1`` is the Docker host's address as seen from the test
@@ -10,18 +11,28 @@ Two containers of the official ``apache/rocketmq`` image on one Docker network:
   host port would make the advertised address unreachable). The VIP channel
   (listenPort - 2) and the HA port (listenPort + 1) are mapped the same way.
 
-Everything here is plain data built without a Docker engine, so
-``test_container_config.py`` can pin it everywhere; ``start_rocketmq()`` is the only
-function that talks to Docker (imported lazily so the module loads without it).
+Every container and network carries the suite's labels (``SUITE_LABEL`` = a run id, plus the
+owning process id and host name), and the run removes everything with its run id when it ends:
+normally, after a failure, on SIGINT/SIGTERM (see conftest.py) and at interpreter exit. testcontainers'
+reaper (Ryuk) is used when its image is in the local engine; without it, it is switched off with a
+one-line notice (``ryuk_choice``) and containers left by a process that was killed outright
+(SIGKILL) are removed by the next run on the same host (``ContainerOwner.sweep_stale``).
+
+The specs are plain data built without a Docker engine, so ``test_container_config.py`` can
+pin them everywhere; Docker is only contacted by ``start_rocketmq()``, ``ContainerOwner`` and
+``RunningRocketMQ`` (the docker SDK is imported lazily, so the module loads without it).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import random
 import re
 import socket
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -29,7 +40,7 @@ from urllib.parse import urlparse
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE_TAG = "4.9.7"
-# Documented alternative: the 5.x broker still serves the 4.x remoting protocol on 10911.
+# Documented alternative: the 5.x broker still serves the 4.x remoting protocol on its listen port.
 DOCUMENTED_5X_TAG = "5.3.3"
 IMAGE_REPOSITORY = "apache/rocketmq"
 
@@ -45,13 +56,33 @@ BROKER_READY_LOG = r"The broker\[[^\]]*\] boot success"
 
 STARTUP_TIMEOUT_S = 180.0
 
+# Labels on everything the suite creates. The value of SUITE_LABEL is the run's id: a run removes
+# exactly its own resources, so runs side by side on one engine leave each other alone.
+SUITE_LABEL = "airflow-provider-rocketmq.integration"
+PID_LABEL = "airflow-provider-rocketmq.pid"
+HOST_LABEL = "airflow-provider-rocketmq.host"
 
-def image_for(tag: str | None = None) -> str:
-    """``apache/rocketmq:<tag>``; the tag comes from ``ROCKETMQ_IMAGE_TAG`` when not given."""
-    tag = tag or os.environ.get("ROCKETMQ_IMAGE_TAG") or DEFAULT_IMAGE_TAG
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag):
+# Docker's reference grammar: [registry[:port]/]path-component(/path-component)*, no tag, no digest.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY_RE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def image_for(env: Mapping[str, str] | None = None, tag: str | None = None) -> str:
+    """``<repository>:<tag>`` from ``ROCKETMQ_IMAGE`` (default ``apache/rocketmq``) and
+    ``ROCKETMQ_IMAGE_TAG`` (default 4.9.7); ``tag`` overrides the latter. ``ValueError`` names
+    the variable whose value is not a repository / tag."""
+    env = os.environ if env is None else env
+    repository = env.get("ROCKETMQ_IMAGE", "").strip() or IMAGE_REPOSITORY
+    if not _REPOSITORY_RE.fullmatch(repository):
+        hint = (" (a repository without a tag or digest: put the tag in ROCKETMQ_IMAGE_TAG)"
+                if re.search(r"[@]|:[^/]*$", repository) else "")
+        raise ValueError(f"ROCKETMQ_IMAGE: {repository!r} is not a Docker image repository{hint}, "
+                         f"e.g. {IMAGE_REPOSITORY} or registry.example.com:5000/rocketmq")
+    tag = tag or env.get("ROCKETMQ_IMAGE_TAG", "").strip() or DEFAULT_IMAGE_TAG
+    if not _TAG_RE.fullmatch(tag):
         raise ValueError(f"ROCKETMQ_IMAGE_TAG: {tag!r} is not a valid Docker image tag")
-    return f"{IMAGE_REPOSITORY}:{tag}"
+    return f"{repository}:{tag}"
 
 
 @dataclass(frozen=True)
@@ -102,8 +133,9 @@ def broker_conf(
         # created by the broker on demand exactly as in production defaults
         "autoCreateTopicEnable": "true",
         "autoCreateSubscriptionGroup": "true",
-        # keep the container small: a throw-away store
-        "mapedFileSizeCommitLog": str(64 * 1024 * 1024),
+        # keep the container small: a throw-away store (the property 4.9 and 5.x read; 4.x before 4.4
+        # spelt it mapedFileSizeCommitLog)
+        "mappedFileSizeCommitLog": str(64 * 1024 * 1024),
         "diskMaxUsedSpaceRatio": "95",
     }
     return "".join(f"{k}={v}\n" for k, v in lines.items())
@@ -114,9 +146,11 @@ def rocketmq_specs(
     tag: str | None = None,
     namesrv_host_port: int = NAMESRV_PORT,
     broker_listen_port: int = BROKER_LISTEN_PORT,
+    image: str | None = None,
 ) -> tuple[ContainerSpec, ContainerSpec]:
-    """Specs of the name-server and broker containers (not started)."""
-    image = image_for(tag)
+    """Specs of the name-server and broker containers (not started); ``image`` defaults to
+    ``image_for()`` (the environment's repository and tag, ``tag`` overriding the latter)."""
+    image = image or image_for(tag=tag)
     namesrv = ContainerSpec(
         role="namesrv",
         image=image,
@@ -162,8 +196,12 @@ def docker_engine_answers(endpoint: str, timeout: float = 1.5) -> bool:
     try:
         if url.scheme == "unix":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            sock.connect(url.path)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(url.path)
+            except OSError:
+                sock.close()
+                raise
         elif url.scheme in ("tcp", "http"):
             sock = socket.create_connection((url.hostname or "127.0.0.1", url.port or 2375), timeout=timeout)
         else:
@@ -189,13 +227,15 @@ def docker_host_ip(endpoint: str) -> str:
     return "127.0.0.1"
 
 
-def free_port_pair_base(start: int = BROKER_LISTEN_PORT, host: str = "127.0.0.1") -> int:
-    """A listen port p with p-2, p and p+1 all free locally (prefers the default 10911)."""
-    candidates = [start] + list(range(20911, 21911, 5))
-    for p in candidates:
+def free_listen_port(host: str = "127.0.0.1", rng: random.Random | None = None) -> int:
+    """A broker listen port p with p-2, p and p+1 all free here, from 20000-29999 (below Linux's
+    ephemeral range), starting at a random place so that runs side by side rarely pick the same."""
+    candidates = list(range(20011, 29999, 4))
+    start = (rng or random.Random()).randrange(len(candidates))
+    for p in candidates[start:] + candidates[:start]:
         if all(_port_free(host, q) for q in (p - 2, p, p + 1)):
             return p
-    raise RuntimeError("no free port triple for the broker container")
+    raise RuntimeError("no free port triple (p-2, p, p+1) in 20009-30000 for the broker container")
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -207,48 +247,221 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+def _ephemeral_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- Ryuk --------------------------------------------------------------------------------------------
+
+_ENABLE_FLAGS = ("yes", "true", "t", "y", "1")  # how testcontainers reads its boolean settings
+
+
+@dataclass(frozen=True)
+class RyukChoice:
+    enabled: bool
+    notice: str = ""  # one line for the user when the suite switched Ryuk off itself
+
+
+def ryuk_choice(env: Mapping[str, str], properties: Mapping[str, str], image: str,
+                image_present: Callable[[str], bool]) -> RyukChoice:
+    """Whether testcontainers' reaper runs.
+
+    An explicit ``TESTCONTAINERS_RYUK_DISABLED`` (or ``ryuk.disabled`` in ~/.testcontainers.properties)
+    is followed as testcontainers follows it (``false`` lets it pull the image). Otherwise Ryuk runs
+    when ``image`` is in the local engine, and is switched off with a notice when it is not: the suite
+    never pulls it (a machine without a registry would wait for the pull to fail on every run).
+    """
+    explicit = env.get("TESTCONTAINERS_RYUK_DISABLED")
+    if explicit is None:
+        explicit = properties.get("ryuk.disabled")
+    if explicit is not None:
+        return RyukChoice(enabled=explicit.strip().lower() not in _ENABLE_FLAGS)
+    if image_present(image):
+        return RyukChoice(enabled=True)
+    return RyukChoice(False, f"testcontainers: Ryuk off ({image} is not in the local Docker engine and the suite "
+                             f"never pulls it); the suite removes its own containers and networks at the end, also "
+                             f"after a failure or SIGINT/SIGTERM (docker pull {image} to have Ryuk)")
+
+
+def apply_ryuk_choice(docker_client: Any) -> RyukChoice:
+    """Decide with the live engine and tell testcontainers (its process-wide configuration)."""
+    from docker.errors import ImageNotFound
+    from testcontainers.core.config import testcontainers_config as tc
+
+    image = tc.hub_image_name_prefix + tc.ryuk_image  # the name testcontainers would start
+
+    def present(name: str) -> bool:
+        try:
+            docker_client.images.get(name)
+        except ImageNotFound:
+            return False
+        return True
+
+    choice = ryuk_choice(os.environ, tc.tc_properties, image, present)
+    if not choice.enabled:
+        tc.ryuk_disabled = True
+    return choice
+
+
+# -- What the run owns on the engine ---------------------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def docker_client_for(endpoint: str) -> Any:
+    """A docker SDK client for ``endpoint`` (what ``docker_endpoint()`` answered)."""
+    import docker
+
+    return docker.DockerClient(base_url=endpoint, use_ssh_client=endpoint.startswith("ssh://"))
+
+
+class ContainerOwner:
+    """The labels of one run, and removal of everything on the engine that carries them.
+
+    ``remove_all()`` runs when the run ends (``RunningRocketMQ.stop()``), when starting fails, and
+    at interpreter exit (registered on creation: covers an interrupted run that unwound without
+    reaching the fixture's teardown). It is idempotent.
+    """
+
+    def __init__(self, client: Any, run_id: str | None = None) -> None:
+        import uuid
+
+        self.client = client
+        self.run_id = run_id or uuid.uuid4().hex
+        self.labels = {SUITE_LABEL: self.run_id, PID_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname()}
+        atexit.register(self.remove_all)
+
+    def remove_all(self) -> tuple[int, int]:
+        """Remove this run's containers (forced, with their anonymous volumes) and networks;
+        returns how many of each were removed."""
+        return _remove_labelled(self.client, [f"{SUITE_LABEL}={self.run_id}"])
+
+    def close(self) -> tuple[int, int]:
+        removed = self.remove_all()
+        atexit.unregister(self.remove_all)  # only once removed: an interrupted removal is finished at exit
+        return removed
+
+    def sweep_stale(self) -> str:
+        """Remove what earlier runs on this host left behind because their process was killed
+        outright (their pid is gone); returns a one-line notice, or "" when there was nothing."""
+        host = socket.gethostname()
+        dead: set[str] = set()
+        for kind in (self.client.containers.list(all=True, filters={"label": [SUITE_LABEL, f"{HOST_LABEL}={host}"]}),
+                     self.client.networks.list(filters={"label": [SUITE_LABEL, f"{HOST_LABEL}={host}"]})):
+            for obj in kind:
+                labels = obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels") or {}
+                pid = labels.get(PID_LABEL, "")
+                if pid.isdigit() and not _pid_alive(int(pid)) and labels.get(SUITE_LABEL):
+                    dead.add(labels[SUITE_LABEL])
+        containers = networks = 0
+        for run_id in sorted(dead):
+            c, n = _remove_labelled(self.client, [f"{SUITE_LABEL}={run_id}"])
+            containers, networks = containers + c, networks + n
+        if not dead:
+            return ""
+        return (f"testcontainers: removed {containers} container(s) and {networks} network(s) left by "
+                f"{len(dead)} earlier run(s) on this host whose process is gone")
+
+
+def _remove_labelled(client: Any, label_filter: list[str]) -> tuple[int, int]:
+    from docker.errors import NotFound
+
+    containers = networks = 0
+    for c in client.containers.list(all=True, filters={"label": label_filter}):
+        try:
+            c.remove(force=True, v=True)
+            containers += 1
+        except NotFound:
+            pass
+    for n in client.networks.list(filters={"label": label_filter}):
+        try:
+            n.remove()
+            networks += 1
+        except NotFound:
+            pass
+    return containers, networks
+
+
 # -- Running the containers (needs Docker) -------------------------------------------
 
 
 class RunningRocketMQ:
-    """A started name server + broker pair; ``restart_broker()`` keeps the store."""
+    """A started name server + broker pair. The broker can be restarted (``docker restart``) or
+    killed (SIGKILL) and started again; the container keeps its store either way."""
 
-    def __init__(self, network: Any, namesrv: Any, broker: Any, broker_spec: ContainerSpec, addr: str):
+    def __init__(self, owner: ContainerOwner, network: Any, namesrv: Any, broker: Any, broker_spec: ContainerSpec,
+                 addr: str, broker_addr: str, image: str, notices: list[str]):
+        self.owner = owner
         self.network = network
         self.namesrv = namesrv
         self.broker = broker
         self.broker_spec = broker_spec
         self.namesrv_addr = addr
+        self.broker_addr = broker_addr
+        self.image = image
+        self.notices = notices
 
     def _boot_count(self) -> int:
         out, err = self.broker.get_logs()
         text = out.decode(errors="replace") + err.decode(errors="replace")
         return len(re.findall(self.broker_spec.ready_log, text))
 
-    def restart_broker(self) -> None:
-        before = self._boot_count()
-        self.broker.get_wrapped_container().restart(timeout=10)
+    def _await_boot(self, before: int, what: str) -> float:
         deadline = time.monotonic() + self.broker_spec.startup_timeout
-        # nothing to await on a container's log stream: poll with a deadline
+        # nothing to await on a container's log stream but the stream itself: poll with a deadline
         while self._boot_count() <= before:
             if time.monotonic() > deadline:
-                raise TimeoutError("broker container did not log 'boot success' after restart")
-            time.sleep(0.5)
+                raise TimeoutError(f"broker container did not log 'boot success' after {what} within "
+                                   f"{self.broker_spec.startup_timeout:.0f} s")
+            time.sleep(0.1)
+        return time.time()
+
+    def restart_broker(self) -> float:
+        """``docker restart`` (SIGTERM, SIGKILL after 10 s); returns when the broker booted again."""
+        before = self._boot_count()
+        self.broker.get_wrapped_container().restart(timeout=10)
+        return self._await_boot(before, "docker restart")
+
+    def kill_broker(self) -> None:
+        """SIGKILL the broker's JVM (``docker kill``) and wait until the container has stopped."""
+        container = self.broker.get_wrapped_container()
+        container.kill()
+        deadline = time.monotonic() + 60
+        while True:
+            container.reload()
+            if container.status != "running":
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError("broker container still running 60 s after docker kill")
+            time.sleep(0.1)
+
+    def start_broker(self) -> float:
+        """Start the killed broker container again; returns the wall-clock time it booted."""
+        before = self._boot_count()
+        self.broker.get_wrapped_container().start()
+        return self._await_boot(before, "docker start")
 
     def stop(self) -> None:
-        # best effort: the Ryuk reaper removes whatever is left
-        for c in (self.broker, self.namesrv):
-            try:
-                c.stop()
-            except Exception as exc:  # noqa: BLE001
-                log.warning("could not remove the %s container: %s", c.image, exc)
         try:
-            self.network.remove()
-        except Exception as exc:  # noqa: BLE001
-            log.warning("could not remove the test network: %s", exc)
+            self.owner.close()
+        finally:
+            for c in (self.namesrv, self.broker):  # their docker SDK connections
+                c.get_docker_client().client.close()
+            self.owner.client.close()
 
 
-def build_container(spec: ContainerSpec, network: Any, docker_client_kw: dict[str, Any] | None = None) -> Any:
+def build_container(spec: ContainerSpec, network: Any, docker_client_kw: dict[str, Any] | None = None,
+                    labels: Mapping[str, str] | None = None) -> Any:
     """A testcontainers ``DockerContainer`` for ``spec`` (created, not started).
 
     With an explicit API ``version`` in ``docker_client_kw`` nothing contacts Docker,
@@ -261,29 +474,29 @@ def build_container(spec: ContainerSpec, network: Any, docker_client_kw: dict[st
         c = c.with_bind_ports(cport, hport)
     for path, content in spec.files.items():
         c = c.with_copy_into_container(content.encode(), path)
+    if labels:
+        c = c.with_kwargs(labels=dict(labels))
     return c.with_network(network).with_network_aliases(*spec.network_aliases).waiting_for(spec.wait_strategy())
 
 
-def start_rocketmq(endpoint: str, tag: str | None = None) -> RunningRocketMQ:
-    """Start the two containers and wait for their boot logs."""
+def start_rocketmq(endpoint: str, image: str | None = None) -> RunningRocketMQ:
+    """Start the two containers, labelled, and wait for their boot logs; on any failure (an
+    interrupt included) remove what was created before re-raising."""
     from testcontainers.core.network import Network
 
+    image = image or image_for()
+    owner = ContainerOwner(docker_client_for(endpoint))
+    notices = [n for n in (owner.sweep_stale(), apply_ryuk_choice(owner.client).notice) if n]
     ip = docker_host_ip(endpoint)
-    listen = free_port_pair_base()
-    namesrv_port = NAMESRV_PORT if _port_free("127.0.0.1", NAMESRV_PORT) else _ephemeral_port()
-    ns_spec, br_spec = rocketmq_specs(ip, tag, namesrv_port, listen)
-    network = Network().create()
-    namesrv = build_container(ns_spec, network).start()
     try:
-        broker = build_container(br_spec, network).start()
+        listen = free_listen_port()
+        ns_spec, br_spec = rocketmq_specs(ip, namesrv_host_port=_ephemeral_port(), broker_listen_port=listen,
+                                          image=image)
+        network = Network(docker_network_kw={"labels": dict(owner.labels)}).create()
+        namesrv = build_container(ns_spec, network, labels=owner.labels).start()
+        broker = build_container(br_spec, network, labels=owner.labels).start()
     except BaseException:
-        namesrv.stop()
-        network.remove()
+        owner.close()
         raise
-    return RunningRocketMQ(network, namesrv, broker, br_spec, f"{ip}:{namesrv_port}")
-
-
-def _ephemeral_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return RunningRocketMQ(owner, network, namesrv, broker, br_spec, f"{ip}:{ns_spec.ports[NAMESRV_PORT]}",
+                           f"{ip}:{listen}", image, notices)

@@ -208,7 +208,7 @@ def stop_consumers(*consumers: PushConsumer, timeout: float = SHUTDOWN_TIMEOUT) 
                 errors: list[BaseException] = errors) -> None:
             try:
                 c.shutdown()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as exc:
                 errors.append(exc)
             finally:
                 done.set()

@@ -12,7 +12,7 @@ import sys
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_rocketmq.spark.datasource import RocketMQDataSource
+from airflow_provider_rocketmq.spark.source.datasource import RocketMQDataSource
 
 SEQ = "it_seq"
 

@@ -12,10 +12,14 @@ from integration import containers
 from integration.containers import (
     BROKER_CONF_PATH,
     DEFAULT_IMAGE_TAG,
+    SUITE_LABEL,
+    RyukChoice,
     broker_conf,
     docker_engine_answers,
+    free_listen_port,
     image_for,
     rocketmq_specs,
+    ryuk_choice,
 )
 
 
@@ -39,6 +43,32 @@ def test_bad_image_tag_is_rejected_naming_the_variable(monkeypatch: pytest.Monke
     monkeypatch.setenv("ROCKETMQ_IMAGE_TAG", "4.9.7; rm -rf /")
     with pytest.raises(ValueError, match="ROCKETMQ_IMAGE_TAG"):
         rocketmq_specs()
+
+
+@pytest.mark.parametrize("repository", ["apache/rocketmq", "rocketmq", "registry.example.com:5000/mq/rocketmq",
+                                        "localhost/my_org/rocket-mq", "ghcr.io/acme/rocketmq__broker"])
+def test_image_repository_comes_from_the_environment(repository: str) -> None:
+    assert image_for({"ROCKETMQ_IMAGE": repository}) == f"{repository}:{DEFAULT_IMAGE_TAG}"
+    assert image_for({"ROCKETMQ_IMAGE": repository, "ROCKETMQ_IMAGE_TAG": "5.3.3"}) == f"{repository}:5.3.3"
+    ns, br = rocketmq_specs(image=image_for({"ROCKETMQ_IMAGE": repository}))
+    assert ns.image == br.image == f"{repository}:{DEFAULT_IMAGE_TAG}"
+
+
+@pytest.mark.parametrize("repository, hint", [
+    ("apache/rocketmq:5.3.3", "put the tag in ROCKETMQ_IMAGE_TAG"),
+    ("apache/rocketmq@sha256:0123", "put the tag in ROCKETMQ_IMAGE_TAG"),
+    ("Apache/RocketMQ", "e.g. apache/rocketmq"),
+    ("apache//rocketmq", "e.g. apache/rocketmq"),
+    ("apache/rocketmq; rm -rf /", "e.g. apache/rocketmq"),
+])
+def test_bad_image_repository_is_rejected_naming_the_variable(repository: str, hint: str) -> None:
+    with pytest.raises(ValueError, match=r"^ROCKETMQ_IMAGE: ") as err:
+        image_for({"ROCKETMQ_IMAGE": repository})
+    assert hint in str(err.value)
+
+
+def test_blank_image_settings_take_the_defaults() -> None:
+    assert image_for({"ROCKETMQ_IMAGE": " ", "ROCKETMQ_IMAGE_TAG": ""}) == f"apache/rocketmq:{DEFAULT_IMAGE_TAG}"
 
 
 def test_name_server_container_spec() -> None:
@@ -65,12 +95,26 @@ def test_broker_container_spec_advertises_a_host_reachable_address() -> None:
     assert conf["brokerClusterName"] == "DefaultCluster"
     assert conf["brokerId"] == "0"
     assert conf["autoCreateSubscriptionGroup"] == "true"
+    # the property 4.9 and 5.x read (the old spelling mapedFileSizeCommitLog is ignored: 1 GiB files)
+    assert conf["mappedFileSizeCommitLog"] == str(64 * 1024 * 1024)
+    assert "mapedFileSizeCommitLog" not in conf
 
 
 def test_default_ports_are_the_standard_ones() -> None:
     ns, br = rocketmq_specs()
     assert ns.ports == {9876: 9876}
     assert set(br.ports) == {10911, 10909, 10912}
+
+
+def test_free_listen_port_leaves_room_for_the_vip_and_ha_ports() -> None:
+    import random
+
+    p = free_listen_port(rng=random.Random(7))
+    assert p - 2 >= 20009 and p + 1 <= 30000
+    with socket.socket() as taken:  # the same start again, with p's HA port taken: another triple
+        taken.bind(("127.0.0.1", p + 1))
+        q = free_listen_port(rng=random.Random(7))
+    assert q != p and {q - 2, q, q + 1}.isdisjoint({p + 1})
 
 
 def test_broker_conf_is_key_value_lines() -> None:
@@ -130,6 +174,52 @@ def test_testcontainers_objects_carry_the_specs() -> None:
     assert ns._transferable_specs == []
     assert re.search(br._wait_strategy._message.pattern, BROKER_LOGS[0])
     assert re.search(ns._wait_strategy._message.pattern, NAMESRV_LOGS[0])
+
+
+def _never_present(image: str) -> bool:
+    return False
+
+
+def test_ryuk_runs_when_its_image_is_in_the_engine() -> None:
+    asked: list[str] = []
+
+    def present(image: str) -> bool:
+        asked.append(image)
+        return True
+
+    assert ryuk_choice({}, {}, "testcontainers/ryuk:0.8.1", present) == RyukChoice(enabled=True)
+    assert asked == ["testcontainers/ryuk:0.8.1"]
+
+
+def test_ryuk_is_switched_off_with_one_line_when_its_image_is_missing() -> None:
+    choice = ryuk_choice({}, {}, "testcontainers/ryuk:0.8.1", _never_present)
+    assert not choice.enabled
+    assert choice.notice.startswith("testcontainers: Ryuk off (testcontainers/ryuk:0.8.1 is not in the local Docker "
+                                    "engine")
+    assert "\n" not in choice.notice and "docker pull testcontainers/ryuk:0.8.1" in choice.notice
+
+
+@pytest.mark.parametrize("env, props, enabled", [
+    ({"TESTCONTAINERS_RYUK_DISABLED": "false"}, {}, True),  # testcontainers then pulls it, as it does by default
+    ({"TESTCONTAINERS_RYUK_DISABLED": "true"}, {}, False),
+    ({"TESTCONTAINERS_RYUK_DISABLED": "TRUE"}, {"ryuk.disabled": "false"}, False),  # the variable first
+    ({}, {"ryuk.disabled": "false"}, True),
+    ({}, {"ryuk.disabled": "true"}, False),
+])
+def test_an_explicit_ryuk_setting_is_followed_silently(env: dict[str, str], props: dict[str, str],
+                                                       enabled: bool) -> None:
+    assert ryuk_choice(env, props, "testcontainers/ryuk:0.8.1", _never_present) == RyukChoice(enabled=enabled)
+
+
+def test_containers_carry_the_run_labels() -> None:
+    pytest.importorskip("testcontainers")
+    from testcontainers.core.network import Network
+
+    offline = {"version": "1.41"}
+    ns_spec, _ = rocketmq_specs()
+    labels = {SUITE_LABEL: "run1", "airflow-provider-rocketmq.pid": "42"}
+    c = containers.build_container(ns_spec, Network(docker_client_kw=offline), offline, labels=labels)
+    assert c._kwargs == {"labels": labels}  # testcontainers adds its own labels to these at creation
 
 
 def _fake_engine(reply: bytes) -> tuple[str, threading.Thread]:

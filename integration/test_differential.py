@@ -1,7 +1,8 @@
 """The embedded broker against a real one: the scripted cases of ``integration/differential`` sent
 to both, answers compared field by field (see docs/integration.md, "Differential check").
 
-Needs a real broker: ``ROCKETMQ_NAMESRV`` (the embedded side runs in this process); the ACL cases
+Needs a real broker: ``ROCKETMQ_NAMESRV``, or the suite's broker container when testcontainers is
+the backend (the embedded side runs in this process); the ACL cases
 also ``ROCKETMQ_ACL_NAMESRV`` (a broker with aclEnable=true) and ``ROCKETMQ_ACL_FILE`` (its
 plain_acl.yml). ``ROCKETMQ_DIFFERENTIAL_RECORD=1`` writes the real answers to tests/data/differential/
 for the CI check (tests/embedded/test_differential_recorded.py).
@@ -15,6 +16,7 @@ import time
 
 import pytest
 
+from .backends import BackendConfigError, session_backend
 from .differential.compare import Report, compare, rules_for
 from .differential.runner import (
     embedded_target,
@@ -46,11 +48,24 @@ def _assert_explained(label: str, report: Report) -> None:
     assert not report.unexplained, "\n".join(str(d) for d in report.unexplained)
 
 
-def test_embedded_answers_like_the_real_broker() -> None:
+def _real_namesrv(request: pytest.FixtureRequest) -> str:
+    """ROCKETMQ_NAMESRV, or the name server of the suite's broker containers ("" when neither)."""
     namesrv = os.environ.get("ROCKETMQ_NAMESRV", "").strip()
+    if namesrv:
+        return namesrv
+    try:
+        containers = session_backend().kind == "testcontainers"
+    except BackendConfigError:
+        containers = False
+    return str(request.getfixturevalue("cluster").namesrv_addr) if containers else ""
+
+
+def test_embedded_answers_like_the_real_broker(request: pytest.FixtureRequest) -> None:
+    namesrv = _real_namesrv(request)
     if not namesrv:
-        pytest.skip("the differential check needs a real broker: set ROCKETMQ_NAMESRV (CI checks the embedded "
-                    "broker against the recorded answers instead: tests/embedded/test_differential_recorded.py)")
+        pytest.skip("the differential check needs a real broker: set ROCKETMQ_NAMESRV or use testcontainers (CI "
+                    "checks the embedded broker against the recorded answers instead: "
+                    "tests/embedded/test_differential_recorded.py)")
     version, report = asyncio.run(_check(namesrv.split(";")[0], None))
     _assert_explained(f"real {version} ({namesrv})", report)
 

@@ -15,8 +15,8 @@ from airflow_provider_rocketmq.client import (
     PushConsumer,
 )
 from airflow_provider_rocketmq.client.mqclient import MQClient
-from airflow_provider_rocketmq.client.remoting.codes import RequestCode
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.codes import RequestCode
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
 
 from .backends import IntegrationCluster, wait_until
 from .helpers import SEQ, Collector, assigned_map, is_partition, make_message, start_consumer, stop_consumers

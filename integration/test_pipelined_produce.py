@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-from airflow_provider_rocketmq.client.producer import select_by_key
+from airflow_provider_rocketmq.client.protocol.send_wire import select_by_key
 
 from .backends import IntegrationCluster
 from .helpers import Collector, make_message, start_consumer, stop_consumers

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (unit/component tests and the integration suite against the
-# embedded broker). Creates/reuses .venv through scripts/_env.sh. Extra arguments go to pytest.
+# embedded broker). Creates/reuses .venv through scripts/_env.sh. Extra arguments go to pytest;
+# when one of them is a test path (`bash scripts/test.sh integration/ -q`), only the paths given run.
 # Without arguments (what CI runs) it then runs scripts/compat.sh: the Airflow tests on the
 # lowest supported Airflow, in .venv-compat. ROCKETMQ_COMPAT=0 skips that, =1 forces it.
 set -euo pipefail
@@ -8,16 +9,29 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/_env.sh
 source scripts/_env.sh || exit 1
 
-# the integration suite talks to the in-process embedded broker unless a real one is named
-export ROCKETMQ_EMBEDDED="${ROCKETMQ_EMBEDDED:-1}"
+# The integration suite talks to the in-process embedded broker, whatever else runs on the machine
+# (an explicit ROCKETMQ_EMBEDDED=1 wins over a Docker engine that answers), unless the caller chose
+# another backend: ROCKETMQ_NAMESRV (an existing broker) or ROCKETMQ_DOCKER=1 (testcontainers).
+if [ -z "${ROCKETMQ_NAMESRV:-}" ] && [ "${ROCKETMQ_DOCKER:-}" != 1 ]; then
+    export ROCKETMQ_EMBEDDED="${ROCKETMQ_EMBEDDED:-1}"
+fi
 export PYTHONDONTWRITEBYTECODE=1
 
 paths=(tests)
 [ -d integration ] && paths+=(integration)
+# a path among the arguments (not the value of an option such as -k or -m) replaces the defaults
+prev=""
+for arg in "$@"; do
+    case "$prev" in -k|-m|-p|-o|-c|-W|--deselect|--ignore|--ignore-glob|--rootdir|--basetemp|--timeout|\
+        --durations|--maxfail|--confcutdir) prev=""; continue ;; esac
+    prev=$arg
+    case "$arg" in -*) continue ;; esac
+    if [ -e "${arg%%::*}" ]; then paths=(); break; fi
+done
 
 start=$SECONDS
 set +e
-python -m pytest "${paths[@]}" -p no:cacheprovider --timeout="${ROCKETMQ_TEST_TIMEOUT:-300}" \
+python -m pytest ${paths[@]+"${paths[@]}"} -p no:cacheprovider --timeout="${ROCKETMQ_TEST_TIMEOUT:-300}" \
     -q -rfEs --durations=15 "$@" </dev/null
 rc=$?
 set -e

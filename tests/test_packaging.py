@@ -64,23 +64,21 @@ def test_core_areas_never_import_spark(area: str) -> None:
     assert {f: n for f, n in offenders.items() if n} == {}
 
 
-def test_remoting_codec_is_sans_io() -> None:
-    """Only connection.py in client/remoting/ may do I/O; the codec modules stay bytes-in, objects-out."""
+def test_protocol_codec_is_sans_io() -> None:
+    """client/protocol/ stays bytes-in, objects-out: no I/O or concurrency module, no connection."""
     seen = []
-    for f in _py_files(PKG / "client" / "remoting"):
-        if f.name == "connection.py":
-            continue
+    for f in _py_files(PKG / "client" / "protocol"):
         seen.append(f.name)
         names = _imports(f)
         io = sorted(n for n in names if n.split(".")[0] in IO_MODULES)
-        conn = sorted(n for n in names if n.startswith("airflow_provider_rocketmq.client.remoting.connection"))
+        conn = sorted(n for n in names if n.startswith("airflow_provider_rocketmq.client.connection"))
         assert not io and not conn, f"{f.relative_to(REPO)} imports {io + conn}"
     assert {"command.py", "fastjson.py", "codes.py"} <= set(seen)
 
 
 def test_the_import_scanner_sees_relative_and_nested_imports() -> None:
     # guard against a scanner that silently finds nothing (which would make the tests above vacuous)
-    names = _imports(PKG / "client" / "remoting" / "connection.py")
+    names = _imports(PKG / "client" / "connection.py")
     assert "asyncio" in names and "ssl" in names
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_provider_rocketmq.client.batch import PullFilter
-from airflow_provider_rocketmq.client.columnar import ColumnBatch, decode_columns
-from airflow_provider_rocketmq.client.message import encode_stored_message
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.batch import PullFilter
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, decode_columns
+from airflow_provider_rocketmq.client.protocol.message import encode_stored_message
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 
 ALL = PullFilter(stop=None, tags=None, restore_retry_topic=False, namespace="")
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
-from airflow_provider_rocketmq.client.config import check_topic
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError, check_topic
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset

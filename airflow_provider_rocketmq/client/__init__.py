@@ -7,38 +7,65 @@ lazily so that importing the codec does not pull in the consumer machinery.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
-    "RocketMQError": ".errors",
-    "BrokerError": ".errors",
-    "ConfigError": ".errors",
-    "AclDeniedError": ".errors",
-    "Message": ".message",
-    "MessageExt": ".message",
-    "MessageQueue": ".queue",
+    # errors (every class a caller may catch; `RocketMQError` is the base of them all)
+    "RocketMQError": ".protocol.errors",
+    "ConfigError": ".protocol.errors",
+    "ProtocolError": ".protocol.errors",
+    "FrameTooLargeError": ".protocol.errors",
+    "MessageDecodeError": ".protocol.errors",
+    "CompressionUnavailableError": ".protocol.errors",
+    "ConnectionClosedError": ".protocol.errors",
+    "RequestTimeoutError": ".protocol.errors",
+    "RouteNotFoundError": ".protocol.errors",
+    "ClientStateError": ".protocol.errors",
+    "BrokerError": ".protocol.errors",
+    "SystemError_": ".protocol.errors",
+    "AclDeniedError": ".protocol.errors",
+    "SystemBusyError": ".protocol.errors",
+    "RequestCodeNotSupportedError": ".protocol.errors",
+    "ServiceNotAvailableError": ".protocol.errors",
+    "NoPermissionError": ".protocol.errors",
+    "TopicNotExistError": ".protocol.errors",
+    "SubscriptionError": ".protocol.errors",
+    "ConsumerNotOnlineError": ".protocol.errors",
+    "FlowControlError": ".protocol.errors",
+    "FlushTimeoutError": ".protocol.errors",
+    "SendAbortedError": ".producer.pipeline",
+    # messages, queues, names
+    "Message": ".protocol.message",
+    "MessageExt": ".protocol.message",
+    "MessageQueue": ".protocol.queue",
+    "check_topic": ".protocol.names",
+    # configuration
     "ClientConfig": ".config",
-    "Producer": ".producer",
-    "AsyncProducer": ".producer",
-    "SendResult": ".producer",
-    "SendOutcome": ".pipeline",
-    "SendAbortedError": ".pipeline",
-    "PipelineOptions": ".pipeline",
-    "Admin": ".admin",
-    "AsyncAdmin": ".admin",
-    "LagSnapshot": ".admin",
-    "PushConsumer": ".consumer.push",
-    "AsyncPushConsumer": ".consumer.push",
-    "OffsetPersistReport": ".consumer.offset_store",
-    "PulledBatch": ".batch",
-    "PullFilter": ".batch",
-    "MessageBatch": ".batch",
-    "decode_message_batch": ".batch",
+    "parse_namesrv": ".config",
     "ConsumerConfig": ".consumer.config",
     "ConsumeStatus": ".consumer.config",
     "OrderlyStatus": ".consumer.config",
     "MessageModel": ".consumer.config",
     "ConsumeFromWhere": ".consumer.config",
+    "parse_consume_timestamp": ".consumer.config",
+    # producer
+    "Producer": ".producer",
+    "AsyncProducer": ".producer",
+    "SendResult": ".producer",
+    "SendOutcome": ".producer.pipeline",
+    "PipelineOptions": ".producer.pipeline",
+    # admin
+    "Admin": ".admin",
+    "AsyncAdmin": ".admin",
+    "LagSnapshot": ".admin",
+    # push consumer
+    "PushConsumer": ".consumer.push",
+    "AsyncPushConsumer": ".consumer.push",
+    "OffsetPersistReport": ".consumer.offset_store",
+    "PulledBatch": ".protocol.batch",
+    "PullFilter": ".protocol.batch",
+    "MessageBatch": ".protocol.batch",
+    "decode_message_batch": ".protocol.batch",
     "AllocateMessageQueueAveragely": ".consumer.allocate",
     "AllocateMessageQueueAveragelyByCircle": ".consumer.allocate",
     "AllocateMessageQueueByConfig": ".consumer.allocate",
@@ -47,7 +74,72 @@ _EXPORTS: dict[str, str] = {
     "AllocateMessageQueueConsistentHash": ".consumer.allocate",
 }
 
-__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - derived from the lazy export table above
+if TYPE_CHECKING:  # the same names, eagerly, for type checkers (tests/client/test_public_api.py)
+    from .admin import Admin, AsyncAdmin, LagSnapshot
+    from .config import ClientConfig, parse_namesrv
+    from .consumer.allocate import (
+        AllocateMachineRoomNearby,
+        AllocateMessageQueueAveragely,
+        AllocateMessageQueueAveragelyByCircle,
+        AllocateMessageQueueByConfig,
+        AllocateMessageQueueByMachineRoom,
+        AllocateMessageQueueConsistentHash,
+    )
+    from .consumer.config import (
+        ConsumeFromWhere,
+        ConsumerConfig,
+        ConsumeStatus,
+        MessageModel,
+        OrderlyStatus,
+        parse_consume_timestamp,
+    )
+    from .consumer.offset_store import OffsetPersistReport
+    from .consumer.push import AsyncPushConsumer, PushConsumer
+    from .producer import AsyncProducer, Producer, SendResult
+    from .producer.pipeline import PipelineOptions, SendAbortedError, SendOutcome
+    from .protocol.batch import MessageBatch, PulledBatch, PullFilter, decode_message_batch
+    from .protocol.errors import (
+        AclDeniedError,
+        BrokerError,
+        ClientStateError,
+        CompressionUnavailableError,
+        ConfigError,
+        ConnectionClosedError,
+        ConsumerNotOnlineError,
+        FlowControlError,
+        FlushTimeoutError,
+        FrameTooLargeError,
+        MessageDecodeError,
+        NoPermissionError,
+        ProtocolError,
+        RequestCodeNotSupportedError,
+        RequestTimeoutError,
+        RocketMQError,
+        RouteNotFoundError,
+        ServiceNotAvailableError,
+        SubscriptionError,
+        SystemBusyError,
+        SystemError_,
+        TopicNotExistError,
+    )
+    from .protocol.message import Message, MessageExt
+    from .protocol.names import check_topic
+    from .protocol.queue import MessageQueue
+
+__all__ = [
+    "AclDeniedError", "Admin", "AllocateMachineRoomNearby", "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueByConfig",
+    "AllocateMessageQueueByMachineRoom", "AllocateMessageQueueConsistentHash", "AsyncAdmin", "AsyncProducer",
+    "AsyncPushConsumer", "BrokerError", "ClientConfig", "ClientStateError", "CompressionUnavailableError",
+    "ConfigError", "ConnectionClosedError", "ConsumeFromWhere", "ConsumeStatus", "ConsumerConfig",
+    "ConsumerNotOnlineError", "FlowControlError", "FlushTimeoutError", "FrameTooLargeError", "LagSnapshot",
+    "Message", "MessageBatch", "MessageDecodeError", "MessageExt", "MessageModel", "MessageQueue",
+    "NoPermissionError", "OffsetPersistReport", "OrderlyStatus", "PipelineOptions", "Producer",
+    "ProtocolError", "PullFilter", "PulledBatch", "PushConsumer", "RequestCodeNotSupportedError",
+    "RequestTimeoutError", "RocketMQError", "RouteNotFoundError", "SendAbortedError", "SendOutcome",
+    "SendResult", "ServiceNotAvailableError", "SubscriptionError", "SystemBusyError", "SystemError_",
+    "TopicNotExistError", "check_topic", "decode_message_batch", "parse_consume_timestamp", "parse_namesrv",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,15 +14,22 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, TypeVar
 
-from .admin_bodies import ConsumerConnection, ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
-from .config import DEFAULT_TOPIC, ClientConfig, check_topic, retry_topic
-from .errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
+from .config import ClientConfig
 from .lag import LagSnapshot, from_consume_stats, from_offsets
 from .loop_thread import SyncFacade
 from .mqclient import ClientFacade, retry_idempotent
-from .queue import MessageQueue
-from .remoting.codes import RequestCode, ResponseCode
-from .remoting.command import RemotingCommand
+from .protocol.admin_bodies import (
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    TopicOffset,
+    TopicStatsTable,
+)
+from .protocol.codes import RequestCode, ResponseCode
+from .protocol.command import RemotingCommand
+from .protocol.errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
+from .protocol.names import DEFAULT_TOPIC, check_topic, retry_topic
+from .protocol.queue import MessageQueue
 from .route import PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
@@ -99,6 +106,10 @@ class AsyncAdmin(ClientFacade):
         log.info("topic %s created/updated on %s (%d queues)", topic, ", ".join(sorted(masters)), queues)
         return sorted(masters)
 
+    async def broker_names(self) -> list[str]:
+        """The names of the brokers the name servers know (sorted): a round trip to them."""
+        return sorted((await self.client.get_cluster_info()).broker_addr_table)
+
     async def topic_queues(self, topic: str) -> list[MessageQueue]:
         """Readable queues of a topic, sorted like Java (fresh route)."""
         route = await self.client.get_route(topic, refresh=True)
@@ -128,13 +139,13 @@ class AsyncAdmin(ClientFacade):
         """Max offset of every readable queue of ``topic`` (a window's end)."""
         queues = await self.topic_queues(topic)
         offsets = await _bounded_gather([partial(self.client.max_offset, mq) for mq in queues])
-        return dict(zip(queues, offsets))
+        return dict(zip(queues, offsets, strict=True))
 
     async def committed_offsets(self, group: str, topic: str) -> dict[MessageQueue, int]:
         queues = await self.topic_queues(topic)
         offsets = await _bounded_gather([partial(self.client.query_consumer_offset, mq, group)
                                          for mq in queues])
-        return dict(zip(queues, offsets))
+        return dict(zip(queues, offsets, strict=True))
 
     # -- consumer groups -------------------------------------------------------------
     async def consumer_ids(self, group: str) -> list[str]:
@@ -235,6 +246,9 @@ class Admin(SyncFacade[AsyncAdmin]):
                      perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:
         return self._run(self._impl.create_topic(topic, queues, cluster, perm=perm, order=order))
 
+    def broker_names(self) -> list[str]:
+        return self._run(self._impl.broker_names())
+
     def topic_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._impl.topic_queues(topic))
 
@@ -274,7 +288,7 @@ class Admin(SyncFacade[AsyncAdmin]):
     def lag(self, group: str, topic: str | None = None) -> LagSnapshot:
         return self._run(self._impl.lag(group, topic))
 
-    def __enter__(self) -> Admin:  # noqa: PYI034 - Self needs Python 3.11
+    def __enter__(self) -> Admin:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -15,53 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .errors import ConfigError
+from .protocol.errors import ConfigError
+from .protocol.names import DLQ_PREFIX, NAMESPACE_SEPARATOR, RETRY_PREFIX, SYSTEM_TOPICS, strip_namespace
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
-NAMESPACE_SEPARATOR = "%"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-DEFAULT_TOPIC = "TBW102"  # the template topic producers route by before a topic exists
-# Topics the broker owns; Java's NamespaceUtil never prefixes them.
-_SYSTEM_TOPICS = frozenset({DEFAULT_TOPIC, "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "OFFSET_MOVED_EVENT",
-                            "SELF_TEST_TOPIC", "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC",
-                            "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"})
 _SECRET_FIELDS = frozenset({"secret_key", "security_token"})
 _ADDR_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})$")
 _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_\-.#@:]+$")
-TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_\-]+$")  # Java Validators.VALID_PATTERN_STR
-MAX_TOPIC_LEN = 127
-
-
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``: where a group's failed messages wait for redelivery."""
-    return RETRY_PREFIX + group
-
-
-def strip_namespace(namespace: str, resource: str) -> str:
-    """``resource`` without the ``namespace%`` prefix (retry/DLQ prefixes stay in front)."""
-    if not namespace or not resource:
-        return resource
-    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
-        if resource.startswith(prefix):
-            return prefix + strip_namespace(namespace, resource[len(prefix):])
-    return resource.removeprefix(namespace + NAMESPACE_SEPARATOR)
-
-
-def dlq_topic(group: str) -> str:
-    """``%DLQ%<group>``: where a group's messages go after their last retry."""
-    return DLQ_PREFIX + group
-
-
-def check_topic(topic: object, field_name: str = "topic") -> str:
-    """A valid topic or group name (Java Validators), else ConfigError naming ``field_name``."""
-    if not isinstance(topic, str) or not topic:
-        raise ConfigError(field_name, "must be a non-empty string")
-    if len(topic) > MAX_TOPIC_LEN:
-        raise ConfigError(field_name, f"{topic[:20]!r}... is longer than {MAX_TOPIC_LEN} characters")
-    if not TOPIC_RE.match(topic):
-        raise ConfigError(field_name, f"{topic!r} may only contain letters, digits, '%', '|', '_' and '-'")
-    return topic
 
 
 def detect_client_ip() -> str:
@@ -164,7 +124,7 @@ class ClientConfig:
     def with_namespace(self, resource: str) -> str:
         """``ns%resource`` (retry/DLQ topics keep their prefix in front); idempotent."""
         ns = self.namespace
-        if not ns or not resource or resource in _SYSTEM_TOPICS:
+        if not ns or not resource or resource in SYSTEM_TOPICS:
             return resource
         for prefix in (RETRY_PREFIX, DLQ_PREFIX):
             if resource.startswith(prefix):
@@ -188,11 +148,6 @@ class ClientConfig:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
                           if f.name not in _SECRET_FIELDS)
         return f"{type(self).__name__}({shown})"
-
-
-def env_namesrv(default: str = DEFAULT_NAMESRV) -> str:
-    """NAMESRV_ADDR from the environment (what Java tools read), else ``default``."""
-    return os.environ.get("NAMESRV_ADDR") or default
 
 
 ENV_ACCESS_KEY = "ROCKETMQ_ACCESS_KEY"

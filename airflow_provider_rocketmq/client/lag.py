@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .admin_bodies import ConsumeStats
-from .queue import MessageQueue
+from .protocol.admin_bodies import ConsumeStats
+from .protocol.queue import MessageQueue
 
 SOURCE_CONSUME_STATS = "consume_stats"
 SOURCE_OFFSETS = "offsets"
@@ -53,14 +53,6 @@ class LagSnapshot:
     @property
     def total_lag(self) -> int:
         return sum(q.lag for q in self.queues)
-
-    @property
-    def total_broker_offset(self) -> int:
-        return sum(q.broker_offset for q in self.queues)
-
-    @property
-    def total_consumer_offset(self) -> int:
-        return sum(max(q.consumer_offset, 0) for q in self.queues)
 
     def by_queue(self) -> dict[MessageQueue, QueueLag]:
         return {q.queue: q for q in self.queues}
@@ -109,7 +101,7 @@ def format_table(snapshot: LagSnapshot) -> str:
     rows = [(q.topic, q.broker, str(q.queue_id), str(q.broker_offset), str(q.consumer_offset), str(q.lag))
             for q in snapshot.queues]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
     lines.append("")
     lines.append(f"Consume group: {snapshot.group}"
                  + (f"  topic: {snapshot.topic}" if snapshot.topic else "")

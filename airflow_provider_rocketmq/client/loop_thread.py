@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
-from .errors import ClientStateError
 from .mqclient import with_deadline
+from .protocol.errors import ClientStateError
 
 T = TypeVar("T")
 
@@ -69,7 +69,7 @@ class LoopThread:
         if not self.in_loop_thread:
             try:
                 asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(10)
-            except Exception as exc:  # noqa: BLE001 - stopping must go on whatever the tasks raised
+            except Exception as exc:
                 log.debug("cancelling the loop's tasks failed: %r", exc)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)

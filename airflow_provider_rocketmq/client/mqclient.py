@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from .config import ClientConfig
-from .errors import (
+from .connection import ConnectionPool, Handler
+from .protocol import fastjson
+from .protocol.acl import AclHook
+from .protocol.codes import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
+from .protocol.command import RemotingCommand
+from .protocol.errors import (
     BrokerError,
     ClientStateError,
     ProtocolError,
@@ -26,12 +31,7 @@ from .errors import (
     RouteNotFoundError,
     broker_error,
 )
-from .queue import MessageQueue
-from .remoting import fastjson
-from .remoting.acl import AclHook
-from .remoting.codes import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
-from .remoting.command import RemotingCommand
-from .remoting.connection import ConnectionPool, Handler
+from .protocol.queue import MessageQueue
 from .route import MASTER_ID, ClusterInfo, NameServerClient, TopicRouteData
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ async def with_deadline(coro: Awaitable[T], timeout: float | None, what: str) ->
 
 
 class MQClient:
-    """Shared RPC layer of one client instance (see docs/CONTRACTS.md)."""
+    """Shared RPC layer of one client instance: routes, connections, the requests every facade makes."""
 
     def __init__(self, config: ClientConfig | None = None,
                  handlers: dict[int, Handler] | None = None) -> None:
@@ -157,9 +157,6 @@ class MQClient:
 
     def cached_route(self, topic: str) -> TopicRouteData | None:
         return self._routes.get(self.ns(topic))
-
-    def cached_topics(self) -> list[str]:
-        return sorted(self._routes)
 
     async def refresh_routes(self) -> dict[str, TopicRouteData]:
         """Re-fetch every cached route (Java polls every 30 s); failures keep the old route."""
@@ -340,10 +337,6 @@ class MQClient:
             header["consumerGroup"] = self.ns(consumer_group)
         await self.invoke_ok(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, header), timeout)
 
-    async def master_addrs_of_topic(self, topic: str) -> dict[str, str]:
-        """broker name -> master address for every broker of a topic's route."""
-        return (await self.get_route(topic)).master_addrs()
-
 
 class ClientFacade:
     """Base of the asyncio facades (producer, admin): owns an `MQClient` unless one is passed in."""
@@ -353,7 +346,7 @@ class ClientFacade:
         self.client = mqclient if mqclient is not None else MQClient(config)
         self.config = self.client.config
 
-    async def start(self: F) -> F:  # noqa: PYI019 - typing.Self needs Python 3.11
+    async def start(self: F) -> F:
         await self.client.start()
         return self
 
@@ -362,7 +355,7 @@ class ClientFacade:
         if self._own_client:
             await self.client.close()
 
-    async def __aenter__(self: F) -> F:  # noqa: PYI019 - typing.Self needs Python 3.11
+    async def __aenter__(self: F) -> F:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

@@ -15,7 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import (
+from .connection import ConnectionPool
+from .protocol import fastjson
+from .protocol.codes import RequestCode, ResponseCode
+from .protocol.command import RemotingCommand
+from .protocol.errors import (
     ConnectionClosedError,
     ProtocolError,
     RequestTimeoutError,
@@ -23,11 +27,7 @@ from .errors import (
     RouteNotFoundError,
     broker_error,
 )
-from .queue import MessageQueue
-from .remoting import fastjson
-from .remoting.codes import RequestCode, ResponseCode
-from .remoting.command import RemotingCommand
-from .remoting.connection import ConnectionPool
+from .protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,11 @@ Apache RocketMQ 4.9.x server (see docs/embedded.md).
 from __future__ import annotations
 
 from .acl import AclAccount, AclConfig
-from .broker import BrokerSettings, EmbeddedBroker
+from .broker import EmbeddedBroker
 from .cluster import EmbeddedCluster
 from .faults import OffsetFaults, parse_offset_faults
 from .namesrv import EmbeddedNameServer
+from .settings import BrokerSettings
 
 __all__ = ["AclAccount", "AclConfig", "BrokerSettings", "EmbeddedBroker", "EmbeddedCluster", "EmbeddedNameServer",
            "OffsetFaults", "parse_offset_faults"]

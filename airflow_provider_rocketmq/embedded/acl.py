@@ -1,32 +1,13 @@
-"""Plain ACL for the embedded broker: 4.9's ``plain_acl.yml`` accounts, checked as the real broker does.
+"""Plain ACL for the embedded broker: 4.9's ``plain_acl.yml`` accounts, checked as a 4.9.7 broker with
+``aclEnable=true`` does before it processes any request (docs/embedded.md has the rules and remarks).
 
-What a 4.9.7 broker with ``aclEnable=true`` does before it processes any request (module ``acl``:
-``PlainAccessValidator.parse``, ``PlainPermissionManager.validate`` / ``checkPerm``, ``Permission``,
-``RemoteAddressStrategyFactory``, ``AclUtils``), restated here:
+* configuration: `AclConfig` / `AclAccount` (plain_acl.yml), `AddressRule` (white-listed addresses);
+* the verifier: `AclValidator` (PlainAccessValidator + PlainPermissionManager) - one ACL mode; the broker
+  holds any mode as a `ports.RequestVerifier`, and `signature_matches` is the mode-independent signature check;
+* `needed_resources`: which topics and groups a request code needs (PlainAccessValidator.parse).
 
-1. *Parse.* The request code says which resources it needs: SEND_MESSAGE_V2 PUB on topic ``b`` (SUB on
-   ``%RETRY%<a>`` when ``b`` is a retry topic), PULL_MESSAGE SUB on ``topic`` and on
-   ``%RETRY%<consumerGroup>``, HEART_BEAT SUB on ``%RETRY%<groupName>`` and every subscribed topic of each
-   consumer in the body, UPDATE_CONSUMER_OFFSET SUB on the group and the topic, CONSUMER_SEND_MSG_BACK /
-   GET_CONSUMER_LIST_BY_GROUP / UNREGISTER_CLIENT SUB on the group, QUERY_MESSAGE SUB on the topic (`needed_resources`). A group is the
-   resource ``%RETRY%<group>``. Every other code (SEND_BATCH_MESSAGE and the offset / admin queries included,
-   in 4.9.7) needs no resource, only a valid signature. A header the parse cannot read is an AclException.
-2. *Validate.* A remote address matching ``globalWhiteRemoteAddresses`` passes. Otherwise: no ``AccessKey``
-   -> "No accessKey is configured"; unknown key -> "No acl config for K"; an address matching the account's
-   ``whiteRemoteAddress`` passes without signature; a ``Signature`` other than Base64(HmacSHA1(secretKey,
-   values of the extFields sorted by key, ``Signature`` and ``_UNIQUE_KEY_QUERY`` left out, then the body))
-   -> "Check signature failed for accessKey=K".
-3. *Permissions.* UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, DELETE_TOPIC_IN_BROKER,
-   UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP need ``admin: true``; an admin with no
-   ``topicPerms``/``groupPerms`` may do everything; otherwise each needed resource is checked against the
-   account's explicit permission, else its ``defaultTopicPerm`` / ``defaultGroupPerm`` (absent or unknown
-   strings mean DENY): "No default permission for topic:T" / "group:G" (4.9.7 says "default" in both cases).
-
-A refusal is an AclException thrown in the server's RPC hook, which 4.9's ``NettyRemotingAbstract`` answers
-with SYSTEM_ERROR (1) and ``RemotingHelper.exceptionSimpleDesc``: ``<exception>: <message>, <top stack
-frame>``. The frame here names the Java method that throws, without a line number (Java prints
-``(File.java)`` when it has none): clients should match on the message, never on the frame. Oneway requests
-that are refused are dropped without an answer. The 4.9 name server has no ACL.
+A refusal is the AclException the real broker's RPC hook throws: SYSTEM_ERROR (1) with ``<exception>:
+<message>, <top stack frame>``, the frame without a line number (clients match on the message).
 """
 
 from __future__ import annotations
@@ -35,18 +16,18 @@ import hmac
 import ipaddress
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..client.config import RETRY_PREFIX
-from ..client.errors import ConfigError, ProtocolError
-from ..client.message import java_string_hash
-from ..client.remoting import fastjson
-from ..client.remoting.acl import ACCESS_KEY, SIGNATURE, sign
-from ..client.remoting.codes import RequestCode
-from ..client.remoting.command import RemotingCommand
+from ..client.protocol import fastjson
+from ..client.protocol.acl import ACCESS_KEY, SIGNATURE, sign
+from ..client.protocol.codes import RequestCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import ConfigError, ProtocolError
+from ..client.protocol.message import java_string_hash
+from ..client.protocol.names import RETRY_PREFIX
 from .headers import HeaderError, opt_int, req_str
 
 # Permission bits (acl/common/Permission.java)
@@ -234,7 +215,7 @@ class AclConfig:
             try:
                 import yaml
             except ImportError:  # pragma: no cover - PyYAML comes with Airflow and the test extra
-                raise ConfigError("acl", f"reading {p} needs PyYAML (pip install pyyaml); or use .json")
+                raise ConfigError("acl", f"reading {p} needs PyYAML (pip install pyyaml); or use .json") from None
             try:
                 data = yaml.safe_load(text)
             except yaml.YAMLError as exc:
@@ -288,10 +269,10 @@ def _resource_perms(value: Any, where: str) -> dict[str, str]:
     return out
 
 
-# -- the validator ------------------------------------------------------------------------------------
+# -- the plain ACL (1.0) verifier --------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Owned:
+class _Grants:
     account: AclAccount
     perms: dict[str, int] | None  # resource -> bits; None when the account lists no resource
     default_topic: int
@@ -308,14 +289,25 @@ class AclRefusal(Exception):
         self.remark = f"{text}, {frame}"
 
 
+def signature_matches(cmd: RemotingCommand, secret_key: str) -> bool:
+    """The request's ``Signature`` is the client's signing of its extFields and body with ``secret_key``."""
+    ext = cmd.ext
+    content = {k: str(v) for k, v in ext.items() if k != UNIQUE_KEY_QUERY}
+    given = ext.get(SIGNATURE)
+    if given is None:
+        return False
+    return hmac.compare_digest(sign(secret_key, content, cmd.body).encode(), str(given).encode())
+
+
 class AclValidator:
-    """Checks requests against one `AclConfig` (built once; swap the validator to reload)."""
+    """The plain ACL mode: checks requests against one `AclConfig` (built once; swap the validator to
+    reload). The broker sees it, like any ACL mode, as a `ports.RequestVerifier`."""
 
     def __init__(self, config: AclConfig) -> None:
         self.config = config
         self.global_white = [AddressRule(a, f"acl.globalWhiteRemoteAddresses[{i}]")
                              for i, a in enumerate(config.global_white_remote_addresses)]
-        self.accounts: dict[str, _Owned] = {}
+        self.accounts: dict[str, _Grants] = {}
         for i, acc in enumerate(config.accounts):
             where = f"acl.accounts[{i}]"
             # checkPlainAccessConfig; the message names the field only (4.9 prints the secret, we never do)
@@ -327,7 +319,7 @@ class AclValidator:
                 continue
             perms: dict[str, int] = {RETRY_PREFIX + g: parse_perm(p) for g, p in acc.group_perms.items()}
             perms.update({t: parse_perm(p) for t, p in acc.topic_perms.items()})
-            self.accounts[acc.access_key] = _Owned(
+            self.accounts[acc.access_key] = _Grants(
                 acc, perms or None, parse_perm(acc.default_topic_perm), parse_perm(acc.default_group_perm),
                 AddressRule(acc.white_remote_address, f"{where}.whiteRemoteAddress"))
 
@@ -349,103 +341,106 @@ class AclValidator:
         access_key = ext.get(ACCESS_KEY) if ext else None
         if access_key is None:
             raise AclRefusal("No accessKey is configured", _VALIDATE)
-        owned = self.accounts.get(str(access_key))
-        if owned is None:
+        grants = self.accounts.get(str(access_key))
+        if grants is None:
             raise AclRefusal(f"No acl config for {access_key}", _VALIDATE)
-        if owned.white.match(ip):
+        if grants.white.match(ip):
             return
-        assert ext is not None
-        content = {k: str(v) for k, v in ext.items() if k != UNIQUE_KEY_QUERY}
-        expected = sign(owned.account.secret_key, content, cmd.body)
-        given = ext.get(SIGNATURE)
-        if given is None or not hmac.compare_digest(expected.encode(), str(given).encode()):
+        if not signature_matches(cmd, grants.account.secret_key):
             raise AclRefusal(f"Check signature failed for accessKey={access_key}", _VALIDATE)
-        self._check_perm(cmd.code, needed, owned)
+        self._check_perm(cmd.code, needed, grants)
 
     @staticmethod
-    def _check_perm(code: int, needed: dict[str, int], owned: _Owned) -> None:
-        if code in ADMIN_CODES and not owned.account.admin:
+    def _check_perm(code: int, needed: dict[str, int], grants: _Grants) -> None:
+        if code in ADMIN_CODES and not grants.account.admin:
             raise AclRefusal(f"Need admin permission for request code={code}, but accessKey="
-                             f"{owned.account.access_key} is not", _CHECK_PERM)
-        if not needed or (owned.perms is None and owned.account.admin):
+                             f"{grants.account.access_key} is not", _CHECK_PERM)
+        if not needed or (grants.perms is None and grants.account.admin):
             return
         for resource in java_hashmap_order(needed):
             is_group = resource.startswith(RETRY_PREFIX)
-            if owned.perms is not None and resource in owned.perms:
-                have = owned.perms[resource]
+            if grants.perms is not None and resource in grants.perms:
+                have = grants.perms[resource]
             else:
-                have = owned.default_group if is_group else owned.default_topic
+                have = grants.default_group if is_group else grants.default_topic
             if not check_permission(needed[resource], have):
                 raise AclRefusal(f"No default permission for {describe_resource(resource)}", _CHECK_PERM)
 
 
-def needed_resources(cmd: RemotingCommand) -> dict[str, int]:
-    """Resource -> permission a request needs (4.9.7 PlainAccessValidator.parse), in insertion order."""
-    ext = cmd.ext
-    code = cmd.code
-    out: dict[str, int] = {}
-
-    def add(resource: str | None, perm: int) -> None:
-        if resource is not None:
-            out[resource] = perm
-
-    try:
-        if code == RequestCode.SEND_MESSAGE:
-            topic = ext.get("topic")
-            if topic is not None and topic.startswith(RETRY_PREFIX):
-                add(_group_resource(ext.get("group")), SUB)  # sic: the v1 header calls it producerGroup
-            else:
-                add(topic, PUB)
-        elif code == RequestCode.SEND_MESSAGE_V2:
-            topic = ext.get("b")
-            if topic is not None and topic.startswith(RETRY_PREFIX):
-                add(_group_resource(ext.get("a")), SUB)
-            else:
-                add(topic, PUB)
-        elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
-            add(_group_resource(ext.get("group")), SUB)
-        elif code == RequestCode.PULL_MESSAGE:
-            add(ext.get("topic"), SUB)
-            add(_group_resource(ext.get("consumerGroup")), SUB)
-        elif code == RequestCode.QUERY_MESSAGE:
-            add(ext.get("topic"), SUB)
-        elif code == RequestCode.HEART_BEAT:
-            for group, topics in _heartbeat_consumers(cmd.body):
-                add(_group_resource(group), SUB)
-                for topic in topics:
-                    add(topic, SUB)
-        elif code == RequestCode.UNREGISTER_CLIENT:
-            req_str(cmd, "clientID")
-            add(_group_resource(ext.get("consumerGroup")), SUB)
-        elif code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
-            add(_group_resource(req_str(cmd, "consumerGroup")), SUB)
-        elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
-            # decodeCommandCustomHeader: a number that does not parse is refused, an absent field
-            # is not (4.9.7 enforces no @CFNotNull there; the processor then fails on it)
-            group, topic = req_str(cmd, "consumerGroup"), req_str(cmd, "topic")
-            opt_int(cmd, "queueId", 0)
-            opt_int(cmd, "commitOffset", 0)
-            add(_group_resource(group), SUB)
-            add(topic, SUB)
-    except (HeaderError, ProtocolError) as exc:
-        raise AclRefusal(str(exc), _PARSE) from None
-    return out
+Needs = list[tuple["str | None", int]]  # (resource or None when the header lacks it, permission), in order
 
 
-def _heartbeat_consumers(body: bytes | None) -> Iterable[tuple[str | None, list[str]]]:
-    if body is None:
+def _send_v1(cmd: RemotingCommand) -> Needs:
+    topic = cmd.ext.get("topic")
+    if topic is not None and topic.startswith(RETRY_PREFIX):
+        return [(_group_resource(cmd.ext.get("group")), SUB)]  # sic: the v1 header calls it producerGroup
+    return [(topic, PUB)]
+
+
+def _send_v2(cmd: RemotingCommand) -> Needs:
+    topic = cmd.ext.get("b")
+    if topic is not None and topic.startswith(RETRY_PREFIX):
+        return [(_group_resource(cmd.ext.get("a")), SUB)]
+    return [(topic, PUB)]
+
+
+def _heart_beat(cmd: RemotingCommand) -> Needs:
+    """Each consumer's retry group and subscribed topics."""
+    if cmd.body is None:
         raise ProtocolError("")  # HeartbeatData.decode(null): a NullPointerException without message
-    data = fastjson.loads(body)
+    data = fastjson.loads(cmd.body)
     if not isinstance(data, dict):
         raise ProtocolError("HEART_BEAT body is not a JSON object")
-    out = []
+    out: Needs = []
     for consumer in data.get("consumerDataSet") or []:
         if not isinstance(consumer, dict):
             raise ProtocolError(f"HEART_BEAT consumer entry is not an object: {consumer!r}")
         group = consumer.get("groupName")
+        out.append((_group_resource(None if group is None else str(group)), SUB))
         topics = [s.get("topic") for s in consumer.get("subscriptionDataSet") or [] if isinstance(s, dict)]
-        out.append((None if group is None else str(group), [str(t) for t in topics if t is not None]))
+        out += [(str(t), SUB) for t in topics if t is not None]
     return out
+
+
+def _unregister_client(cmd: RemotingCommand) -> Needs:
+    req_str(cmd, "clientID")
+    return [(_group_resource(cmd.ext.get("consumerGroup")), SUB)]
+
+
+def _update_consumer_offset(cmd: RemotingCommand) -> Needs:
+    # decodeCommandCustomHeader: a number that does not parse is refused, an absent field
+    # is not (4.9.7 enforces no @CFNotNull there; the processor then fails on it)
+    group, topic = req_str(cmd, "consumerGroup"), req_str(cmd, "topic")
+    opt_int(cmd, "queueId", 0)
+    opt_int(cmd, "commitOffset", 0)
+    return [(_group_resource(group), SUB), (topic, SUB)]
+
+
+# PlainAccessValidator.parse of 4.9.7: the request codes that name resources (every other code needs none)
+_RESOURCES_OF: dict[int, Callable[[RemotingCommand], Needs]] = {
+    RequestCode.SEND_MESSAGE: _send_v1,
+    RequestCode.SEND_MESSAGE_V2: _send_v2,
+    RequestCode.CONSUMER_SEND_MSG_BACK: lambda cmd: [(_group_resource(cmd.ext.get("group")), SUB)],
+    RequestCode.PULL_MESSAGE: lambda cmd: [(cmd.ext.get("topic"), SUB),
+                                           (_group_resource(cmd.ext.get("consumerGroup")), SUB)],
+    RequestCode.QUERY_MESSAGE: lambda cmd: [(cmd.ext.get("topic"), SUB)],
+    RequestCode.HEART_BEAT: _heart_beat,
+    RequestCode.UNREGISTER_CLIENT: _unregister_client,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: lambda cmd: [(_group_resource(req_str(cmd, "consumerGroup")), SUB)],
+    RequestCode.UPDATE_CONSUMER_OFFSET: _update_consumer_offset,
+}
+
+
+def needed_resources(cmd: RemotingCommand) -> dict[str, int]:
+    """Resource -> permission a request needs (4.9.7 PlainAccessValidator.parse), in insertion order."""
+    parse = _RESOURCES_OF.get(cmd.code)
+    if parse is None:
+        return {}
+    try:
+        needs = parse(cmd)
+    except (HeaderError, ProtocolError) as exc:
+        raise AclRefusal(str(exc), _PARSE) from None
+    return {resource: perm for resource, perm in needs if resource is not None}
 
 
 def java_hashmap_order(resources: Mapping[str, int]) -> list[str]:

@@ -8,21 +8,19 @@ writes as inline-object map keys (non-standard JSON, like the real broker).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..client.errors import RequestTimeoutError, RocketMQError
-from ..client.message import parse_offset_msg_id
-from ..client.queue import MessageQueue
-from ..client.remoting import fastjson
-from ..client.remoting.codes import RequestCode, ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol import fastjson
+from ..client.protocol.codes import RequestCode, ResponseCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import RequestTimeoutError, RocketMQError
+from ..client.protocol.message import parse_offset_msg_id
+from ..client.protocol.queue import MessageQueue
 from .headers import opt_int, opt_str, req_int, req_str
-from .store import PERM_RW, MessageStore
+from .ports import BrokerContext
+from .store import PERM_RW, TopicConfig
 from .topic_rules import validate_topic
-
-if TYPE_CHECKING:
-    from .broker import EmbeddedBroker
 
 RELAY_TIMEOUT = 10.0  # Broker2Client.callClient
 
@@ -30,8 +28,11 @@ RELAY_TIMEOUT = 10.0  # Broker2Client.callClient
 class AdminHandlers:
     """Read-mostly admin requests of one broker."""
 
-    def __init__(self, broker: EmbeddedBroker) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.settings = ctx.settings
+        self.store_slot = ctx.store_slot
+        self.members = ctx.members
+        self.clients = ctx.clients
 
     def handlers(self) -> dict[int, Handler]:
         return {30: self.max_offset, 31: self.min_offset, 29: self.search_offset, 32: self.earliest_time,
@@ -39,27 +40,21 @@ class AdminHandlers:
                 203: self.consumer_connections, 208: self.consume_stats, 222: self.reset_offset,
                 307: self.forward_to_client, 309: self.forward_to_client}
 
-    @property
-    def _store(self) -> MessageStore:
-        store = self.broker.store
-        assert store is not None
-        return store
-
     async def max_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        off = self._store.max_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"))
+        off = self.store_slot.get().max_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"))
         return cmd.make_response(ResponseCode.SUCCESS, {"offset": str(off)})
 
     async def min_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        off = self._store.min_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"))
+        off = self.store_slot.get().min_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"))
         return cmd.make_response(ResponseCode.SUCCESS, {"offset": str(off)})
 
     async def search_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        off = self._store.search_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"),
-                                        req_int(cmd, "timestamp"))
+        off = self.store_slot.get().search_offset(req_str(cmd, "topic"), req_int(cmd, "queueId"),
+                                             req_int(cmd, "timestamp"))
         return cmd.make_response(ResponseCode.SUCCESS, {"offset": str(off)})
 
     async def earliest_time(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        store = self._store
+        store = self.store_slot.get()
         topic, queue_id = req_str(cmd, "topic"), req_int(cmd, "queueId")
         offset = store.min_offset(topic, queue_id)
         # -1 for an empty queue, like DefaultMessageStore.getEarliestMessageTime
@@ -68,7 +63,7 @@ class AdminHandlers:
 
     async def view_message(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         offset = req_int(cmd, "offset")
-        record = self._store.record_at(offset)
+        record = self.store_slot.get().record_at(offset)
         if record is None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {offset}")
         return cmd.make_response(ResponseCode.SUCCESS, body=record)
@@ -78,7 +73,7 @@ class AdminHandlers:
         bad = validate_topic(topic)
         if bad is not None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=bad)
-        if topic == self.broker.cluster:
+        if topic == self.settings.cluster:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
                                      remark=f"The topic[{topic}] is conflict with system topic.")
         read_q = req_int(cmd, "readQueueNums")
@@ -88,27 +83,27 @@ class AdminHandlers:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
                                      remark=f"readQueueNums/writeQueueNums must not be negative, got {read_q}/{write_q}")
         order = (opt_str(cmd, "order") or "false").lower() == "true"
-        self.broker.create_topic(topic, read_q, write_q, opt_int(cmd, "perm", PERM_RW),
-                                 opt_int(cmd, "topicSysFlag", 0), order)
+        self.store_slot.get().put_topic(TopicConfig(topic, read_q, write_q, opt_int(cmd, "perm", PERM_RW),
+                                               opt_int(cmd, "topicSysFlag", 0), order))
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def topic_stats(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         topic = req_str(cmd, "topic")
-        cfg = self.broker.topics.get(topic)
+        store = self.store_slot.get()
+        cfg = store.topics.get(topic)
         if cfg is None:
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{topic}] not exist")
-        store = self._store
         table: dict[MessageQueue, dict[str, int]] = {}
         for qid in range(cfg.write_queues):
             mx = store.max_offset(topic, qid)
-            table[MessageQueue(topic, self.broker.name, qid)] = {
+            table[MessageQueue(topic, self.settings.name, qid)] = {
                 "lastUpdateTimestamp": store.store_time(topic, qid, mx - 1) if mx > 0 else 0,
                 "maxOffset": mx, "minOffset": store.min_offset(topic, qid)}
         return cmd.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": table}).encode())
 
     async def consumer_connections(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         group = req_str(cmd, "consumerGroup")
-        info = self.broker.consumers.find(group)
+        info = self.members.find(group)
         if info is None or not info.channels:
             return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
         body: dict[str, Any] = {
@@ -123,13 +118,12 @@ class AdminHandlers:
     async def consume_stats(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         group = req_str(cmd, "consumerGroup")
         wanted = opt_str(cmd, "topic")
-        store = self._store
-        broker = self.broker
+        store = self.store_slot.get()
         topics = [wanted] if wanted else store.topics_of_group(group)
-        info = broker.consumers.find(group)
+        info = self.members.find(group)
         table: dict[MessageQueue, dict[str, int]] = {}
         for topic in topics:
-            cfg = broker.topics.get(topic)
+            cfg = store.topics.get(topic)
             if cfg is None:  # AdminBrokerProcessor.getConsumeStats skips it (an empty table, not an error)
                 continue
             # like the real broker: an online group only reports topics it still subscribes to
@@ -137,7 +131,7 @@ class AdminHandlers:
                 continue
             for qid in range(cfg.read_queues):
                 consumer = max(store.query_offset(group, topic, qid), 0)
-                table[MessageQueue(topic, broker.name, qid)] = {
+                table[MessageQueue(topic, self.settings.name, qid)] = {
                     "brokerOffset": store.max_offset(topic, qid), "consumerOffset": consumer,
                     "lastTimestamp": store.store_time(topic, qid, consumer - 1) if consumer > 0 else 0}
         body = fastjson.dumps({"consumeTps": 0.0, "offsetTable": table}).encode("utf-8")
@@ -154,8 +148,8 @@ class AdminHandlers:
         group = req_str(cmd, "group")
         timestamp = opt_int(cmd, "timestamp", 0)  # a primitive long in Java's header: absent reads 0
         force = (opt_str(cmd, "isForce") or "false").lower() == "true"
-        broker, store = self.broker, self._store
-        cfg = broker.topics.get(topic)
+        store = self.store_slot.get()
+        cfg = store.topics.get(topic)
         if cfg is None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
                                      remark=f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
@@ -166,8 +160,8 @@ class AdminHandlers:
                 return cmd.make_response(ResponseCode.SYSTEM_ERROR,
                                          remark=f"THe consumer group <{group}> not exist")
             target = store.max_offset(topic, qid) if timestamp == -1 else store.search_offset(topic, qid, timestamp)
-            table[MessageQueue(topic, broker.name, qid)] = target if force or target < current else current
-        if not broker.tell_reset(group, topic, table, timestamp, force):
+            table[MessageQueue(topic, self.settings.name, qid)] = target if force or target < current else current
+        if not self.clients.tell_reset(group, topic, table, timestamp, force):
             return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE,
                                      remark=f"Consumer not online, so can not reset offset, Group: {group} "
                                             f"Topic: {topic} Timestamp: {timestamp}")
@@ -182,15 +176,15 @@ class AdminHandlers:
         group = req_str(cmd, "consumerGroup")
         client_id = req_str(cmd, "clientId")
         try:
-            target = self.broker.client_channel(group, client_id)
+            target = self.clients.channel(group, client_id)
         except LookupError:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR,
                                      remark=f"The Consumer <{group}> <{client_id}> not online")
         ext, body = dict(cmd.ext), cmd.body
         if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            ext["brokerName"] = self.broker.name
+            ext["brokerName"] = self.settings.name
             try:
-                body = self._store.record_at(parse_offset_msg_id(req_str(cmd, "msgId"))[1])
+                body = self.store_slot.get().record_at(parse_offset_msg_id(req_str(cmd, "msgId"))[1])
             except RocketMQError:
                 body = None
         relay = RemotingCommand(cmd.code, ext, body, language="JAVA")

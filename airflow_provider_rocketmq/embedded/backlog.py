@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import struct
 import time
 
-from airflow_provider_rocketmq.client.message import PROPERTY_UNIQ_KEY, encode_stored_message, new_uniq_id
-from airflow_provider_rocketmq.embedded.broker import BrokerSettings, EmbeddedBroker
+from airflow_provider_rocketmq.client.producer.message_id import new_uniq_id
+from airflow_provider_rocketmq.client.protocol.message import PROPERTY_UNIQ_KEY, encode_stored_message
+from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker
 from airflow_provider_rocketmq.embedded.namesrv import EmbeddedNameServer
+from airflow_provider_rocketmq.embedded.settings import BrokerSettings
 
 _serial = itertools.count()  # the per-message part of the UNIQ_KEYs, unique within the process
 _QOFF = struct.Struct(">q")  # queueOffset at byte 20, commitLogOffset at 28 of a stored record
@@ -32,7 +35,8 @@ def fill(broker: EmbeddedBroker, topic: str, messages: int, size: int, queues: i
 
     One record is encoded per queue with the store's own encoder; every message is a copy
     with its queue offset, commit-log offset and UNIQ_KEY written in (about 1 us each,
-    against ~25 us through `MessageStore.put_messages`), indexed like a stored send.
+    against ~25 us through `MessageStore.put_messages`), indexed like a stored send
+    (`MessageStore.append_encoded`).
     """
     store = broker.store
     assert store is not None, "start the broker first"
@@ -48,17 +52,15 @@ def fill(broker: EmbeddedBroker, topic: str, messages: int, size: int, queues: i
             store_timestamp=born, store_host=store.store_host)
         uniq_at = template.index(placeholder.encode()) + 20
         record = bytearray(template)
-        phy = store.commit_log_end
-        qoff = cq.max_offset
-        index = store._index  # the same bookkeeping as a stored send (consume queue + commit-log index)
+        append = store.append_encoded  # advances cq.max_offset and commit_log_end as followed here
+        qoff, phy = cq.max_offset, store.commit_log_end
         for _ in range(count):
             _QOFF.pack_into(record, 20, qoff)
             _QOFF.pack_into(record, 28, phy)
             record[uniq_at:uniq_at + 12] = b"%012X" % next(_serial)
-            index(cq, bytes(record), 0, born, phy)
+            append(cq, bytes(record), 0, born)
             phy += len(record)
             qoff += 1
-        store.commit_log_end = phy
 
 
 async def serve(topic: str, messages: int, size: int, queues: int) -> None:
@@ -80,10 +82,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     ap.add_argument("--queues", type=int, default=8)
     args = ap.parse_args()
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args.topic, args.messages, args.size, args.queues))
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

@@ -5,21 +5,19 @@ UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38), QUERY/UPDATE_CONSUMER_O
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..client.config import retry_topic
-from ..client.errors import ProtocolError
-from ..client.queue import MessageQueue
-from ..client.remoting import fastjson
-from ..client.remoting.codes import ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol import fastjson
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import ProtocolError
+from ..client.protocol.names import retry_topic
+from ..client.protocol.queue import MessageQueue
 from .consumer_manager import ClientChannel
 from .filter import SubscriptionData, SubscriptionParseError
 from .headers import opt_str, req_int, req_str
-
-if TYPE_CHECKING:
-    from .broker import EmbeddedBroker
+from .ports import BrokerContext
 
 
 def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
@@ -35,8 +33,12 @@ def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
 class ClientHandlers:
     """Membership, offsets and queue locks of one broker."""
 
-    def __init__(self, broker: EmbeddedBroker) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.store_slot = ctx.store_slot
+        self.groups = ctx.groups
+        self.members = ctx.members
+        self.locks = ctx.locks
+        self.offsets = ctx.offsets
 
     def handlers(self) -> dict[int, Handler]:
         return {34: self.heart_beat, 35: self.unregister_client, 38: self.consumer_list,
@@ -44,7 +46,6 @@ class ClientHandlers:
                 41: self.lock_batch, 42: self.unlock_batch}
 
     async def heart_beat(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
         try:
             data = _json_body(cmd, "HEART_BEAT")
             client_id = str(data.get("clientID") or "")
@@ -64,33 +65,33 @@ class ClientHandlers:
             group = c["groupName"]
             # ClientManageProcessor.heartBeat: the retry topic is made for every group that has a
             # subscription-group config (broadcasting ones too); the member registers either way
-            gcfg = broker.group_config(group)
+            gcfg = self.groups.config(group)
             if gcfg is not None:
-                broker.ensure_topic(retry_topic(group), gcfg.retry_queues)
+                self.store_slot.get().ensure_topic(retry_topic(group), gcfg.retry_queues)
             model = str(c.get("messageModel") or "CLUSTERING")
-            broker.consumers.register(
+            self.members.register(
                 group, ClientChannel(conn, client_id, cmd.language, cmd.version),
                 consume_type=str(c.get("consumeType") or "CONSUME_PASSIVELY"), message_model=model,
                 consume_from_where=str(c.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"),
                 subscriptions=subs)
         for p in producers:
             if isinstance(p, dict) and isinstance(p.get("groupName"), str):
-                broker.consumers.register_producer(p["groupName"],
-                                                   ClientChannel(conn, client_id, cmd.language, cmd.version))
+                self.members.register_producer(p["groupName"],
+                                               ClientChannel(conn, client_id, cmd.language, cmd.version))
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def unregister_client(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         group = opt_str(cmd, "consumerGroup")
         if group:
-            self.broker.consumers.unregister(group, conn)
+            self.members.unregister(group, conn)
         producer = opt_str(cmd, "producerGroup")
         if producer:
-            self.broker.consumers.unregister_producer(producer, conn)
+            self.members.unregister_producer(producer, conn)
         return cmd.make_response(ResponseCode.SUCCESS, {})
 
     async def consumer_list(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
         group = req_str(cmd, "consumerGroup")
-        info = self.broker.consumers.find(group)
+        info = self.members.find(group)
         ids = info.client_ids() if info is not None else []
         if ids:
             return cmd.make_response(ResponseCode.SUCCESS, {},
@@ -98,8 +99,7 @@ class ClientHandlers:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, {}, remark=f"no consumer for this group, {group}")
 
     async def query_consumer_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        store = self.broker.store
-        assert store is not None
+        store = self.store_slot.get()
         group = req_str(cmd, "consumerGroup")
         topic = req_str(cmd, "topic")
         queue_id = req_int(cmd, "queueId")
@@ -114,9 +114,8 @@ class ClientHandlers:
                                  remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
     async def update_consumer_offset(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        await self.broker.commit_client_offset(req_str(cmd, "consumerGroup"), req_str(cmd, "topic"),
-                                               req_int(cmd, "queueId"), req_int(cmd, "commitOffset"),
-                                               from_pull=False)
+        await self.offsets.commit(req_str(cmd, "consumerGroup"), req_str(cmd, "topic"), req_int(cmd, "queueId"),
+                                  req_int(cmd, "commitOffset"), from_pull=False)
         return cmd.make_response(ResponseCode.SUCCESS, {})
 
     def _lock_body(self, cmd: RemotingCommand, what: str) -> tuple[str, str, list[MessageQueue]]:
@@ -132,7 +131,7 @@ class ClientHandlers:
             group, client_id, mqs = self._lock_body(cmd, "LOCK_BATCH_MQ")
         except ProtocolError as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        locked = self.broker.locks.try_lock_batch(group, mqs, client_id)
+        locked = self.locks.try_lock_batch(group, mqs, client_id)
         return cmd.make_response(ResponseCode.SUCCESS,
                                  body=fastjson.dumps({"lockOKMQSet": [mq.to_json() for mq in locked]}).encode())
 
@@ -141,5 +140,5 @@ class ClientHandlers:
             group, client_id, mqs = self._lock_body(cmd, "UNLOCK_BATCH_MQ")
         except ProtocolError as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        self.broker.locks.unlock_batch(group, mqs, client_id)
+        self.locks.unlock_batch(group, mqs, client_id)
         return cmd.make_response(ResponseCode.SUCCESS)

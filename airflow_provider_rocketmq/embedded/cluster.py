@@ -10,15 +10,16 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from ..client.config import check_topic
-from ..client.errors import ConfigError
 from ..client.loop_thread import LoopThread
-from ..client.message import MessageExt
+from ..client.protocol.errors import ConfigError
+from ..client.protocol.message import MessageExt
+from ..client.protocol.names import check_topic
 from .acl import AclConfig
 from .bridge import bridged
-from .broker import BrokerSettings, EmbeddedBroker
+from .broker import EmbeddedBroker
 from .faults import FaultRule, OffsetFaults
 from .namesrv import EmbeddedNameServer
+from .settings import BrokerSettings
 from .store import PERM_RW
 
 log = logging.getLogger(__name__)
@@ -134,13 +135,13 @@ class EmbeddedCluster:
         finally:
             thread.stop()
 
-    def __enter__(self) -> EmbeddedCluster:  # noqa: PYI034 - Self needs Python 3.11
+    def __enter__(self) -> EmbeddedCluster:
         return self.start()
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
-    async def __aenter__(self) -> EmbeddedCluster:  # noqa: PYI034
+    async def __aenter__(self) -> EmbeddedCluster:
         return await self.astart()
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,

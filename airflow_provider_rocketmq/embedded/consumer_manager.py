@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..client.queue import MessageQueue
-from ..client.remoting.connection import RemotingProtocol
+from ..client.connection import RemotingProtocol
+from ..client.protocol.queue import MessageQueue
 from .filter import SubscriptionData
 
 
@@ -140,6 +140,11 @@ class ConsumerManager:
         for group in list(self.producer_groups):
             self.unregister_producer(group, conn)
 
+    def clear(self) -> None:
+        """Forget every member (a stopped broker keeps no channel)."""
+        self.groups.clear()
+        self.producer_groups.clear()
+
     def expired_channels(self) -> list[RemotingProtocol]:
         """Remove channels without a heartbeat for ``channel_expiry`` s; return them (to close)."""
         deadline = time.monotonic() - self.channel_expiry
@@ -184,6 +189,10 @@ class LockManager:
             entry = table.get(mq)
             if entry is not None and entry[0] == client_id:
                 del table[mq]
+
+    def clear(self) -> None:
+        """Forget every lock (a restarted broker holds none)."""
+        self._locks.clear()
 
     def owner(self, group: str, mq: MessageQueue) -> str | None:
         """The client id holding a live lock on ``mq``, if any."""

@@ -20,8 +20,8 @@ import math
 import threading
 from dataclasses import dataclass, fields
 
-from ..client.errors import ConfigError
-from ..client.remoting.codes import ResponseCode
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.errors import ConfigError
 
 BUSY_REMARK = "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 0ms, size of queue: 0"
 FLOW_CONTROL_REMARK = "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while"

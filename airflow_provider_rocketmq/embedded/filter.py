@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client.message import java_string_hash
+from ..client.protocol.message import java_string_hash
 
 SUB_ALL = "*"
 

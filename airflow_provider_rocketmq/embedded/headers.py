@@ -7,7 +7,7 @@ helpers raise `HeaderError` carrying that remark so the handler can answer it.
 
 from __future__ import annotations
 
-from ..client.remoting.command import RemotingCommand
+from ..client.protocol.command import RemotingCommand
 
 FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 

@@ -3,8 +3,8 @@
 Brokers register in-process (no REGISTER_BROKER round trip): the name server
 reads each running broker's topic table at query time, so a topic created or
 auto-created on a broker is routable at once (a real name server learns it at
-the broker's next 30 s registration). A stopped broker is unregistered, as a
-broker shutting down cleanly unregisters itself.
+the broker's next 30 s registration). A stopped broker is left out of every
+answer, as a broker shutting down cleanly unregisters itself.
 
 Route bodies follow the real 4.9.x name server: standard JSON (``"0"`` keys) when
 the request version is >= 401 (V4_9_4) or carries ``acceptStandardJsonOnly=true``,
@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..client.remoting import fastjson
-from ..client.remoting.codes import ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol import fastjson
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.command import RemotingCommand
 from .headers import FAQ_SUFFIX, opt_bool, opt_str
 from .net import answer_header_errors, close_server
-
-if TYPE_CHECKING:
-    from .broker import EmbeddedBroker
+from .ports import RoutedBroker
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +34,7 @@ async def _no_answer(conn: RemotingProtocol, cmd: RemotingCommand) -> None:
     return None
 
 
-class _Silent(dict[int, Handler]):
+class _SilentTable(dict[int, Handler]):
     """A 4.9.7 name server (DefaultRequestProcessor) answers nothing to a code it does not serve."""
 
     def get(self, code: int, default: Any = None) -> Any:
@@ -49,10 +47,10 @@ class EmbeddedNameServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self.port = port
-        self.brokers: list[EmbeddedBroker] = []
+        self.brokers: list[RoutedBroker] = []
         self.conns: set[RemotingProtocol] = set()
         self._server: asyncio.AbstractServer | None = None
-        self.handlers: dict[int, Handler] = _Silent({105: answer_header_errors(self.route_by_topic),
+        self.handlers: dict[int, Handler] = _SilentTable({105: answer_header_errors(self.route_by_topic),
                                                      106: answer_header_errors(self.cluster_info),
                                                      206: answer_header_errors(self.all_topics)})
 
@@ -60,13 +58,9 @@ class EmbeddedNameServer:
     def addr(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def register(self, broker: EmbeddedBroker) -> None:
+    def register(self, broker: RoutedBroker) -> None:
         if broker not in self.brokers:
             self.brokers.append(broker)
-
-    def unregister(self, broker: EmbeddedBroker) -> None:
-        if broker in self.brokers:
-            self.brokers.remove(broker)
 
     async def start(self) -> None:
         if self._server is not None:
@@ -88,11 +82,11 @@ class EmbeddedNameServer:
         self.conns.add(proto)
         return proto
 
-    def _live(self) -> list[EmbeddedBroker]:
+    def _live(self) -> list[RoutedBroker]:
         return [b for b in self.brokers if b.running]
 
     @staticmethod
-    def _broker_data(broker: EmbeddedBroker, standard: bool) -> dict[str, Any]:
+    def _broker_data(broker: RoutedBroker, standard: bool) -> dict[str, Any]:
         addrs: dict[Any, str] = {"0": broker.addr} if standard else {0: broker.addr}
         return {"brokerAddrs": addrs, "brokerName": broker.name, "cluster": broker.cluster}
 

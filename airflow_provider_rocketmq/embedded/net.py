@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from ..client.remoting.codes import ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.command import RemotingCommand
 from .headers import HeaderError
 
 

@@ -12,36 +12,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from ..client.message import (
+from ..client.protocol.message import (
     PROPERTY_REAL_QID,
     PROPERTY_REAL_TOPIC,
     decode_messages,
     properties_to_string,
 )
-
-if TYPE_CHECKING:
-    from .broker import EmbeddedBroker
+from .ports import BrokerContext
+from .settings import DELAY_LEVELS_S, MAX_DELAY_LEVEL
+from .store import MessageStore
+from .topic_rules import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
-# MessageStoreConfig.messageDelayLevel: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
-MAX_DELAY_LEVEL = len(DELAY_LEVELS_S)
 PROGRESS_GROUP = "%SCHEDULE%"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 class ScheduleService:
     """Moves due messages from the schedule topic to their real queues."""
 
-    def __init__(self, broker: EmbeddedBroker) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.settings = ctx.settings
+        self.store_slot = ctx.store_slot
         self._wakeup: asyncio.Future[None] | None = None
 
     def delay_ms(self, level: int) -> float:
-        return DELAY_LEVELS_S[level - 1] * 1000.0 * self.broker.settings.time_scale
+        return DELAY_LEVELS_S[level - 1] * 1000.0 * self.settings.time_scale
 
     def on_arrival(self, topic: str, queue_id: int, tags_code: int) -> None:
         if topic == SCHEDULE_TOPIC and self._wakeup is not None and not self._wakeup.done():
@@ -55,7 +52,7 @@ class ScheduleService:
             try:
                 wait = self.deliver_due()
             except Exception:  # never let one bad record stop delivery for good
-                log.exception("broker %s: delayed delivery failed", self.broker.name)
+                log.exception("broker %s: delayed delivery failed", self.settings.name)
                 wait = 1.0
             wakeup = self._wakeup = loop.create_future()
             timer = loop.call_later(wait, _wake, wakeup)
@@ -67,7 +64,7 @@ class ScheduleService:
 
     def deliver_due(self) -> float:
         """Deliver every due message; return seconds until the next one is due (max 60)."""
-        store = self.broker.store
+        store = self.store_slot.current
         if store is None:
             return 1.0
         now = time.time() * 1000
@@ -84,15 +81,13 @@ class ScheduleService:
                 if due > now:
                     next_due = min(next_due, due)
                     break
-                self._deliver(cq.records[progress])
+                self._deliver(store, cq.records[progress])
                 progress += 1
             if progress != start:
                 store.commit_offset(PROGRESS_GROUP, SCHEDULE_TOPIC, level - 1, progress)
         return max(0.0, (next_due - time.time() * 1000) / 1000.0)
 
-    def _deliver(self, record: bytes) -> None:
-        store = self.broker.store
-        assert store is not None
+    def _deliver(self, store: MessageStore, record: bytes) -> None:
         (msg,) = decode_messages(record, decompress_body=False)
         props = msg.properties
         topic = props.get(PROPERTY_REAL_TOPIC)
@@ -101,9 +96,9 @@ class ScheduleService:
         except ValueError:
             queue_id = 0
         if not topic:
-            log.warning("broker %s: delayed message without REAL_TOPIC dropped", self.broker.name)
+            log.warning("broker %s: delayed message without REAL_TOPIC dropped", self.settings.name)
             return
-        cfg = self.broker.ensure_topic(topic, 1)
+        cfg = store.ensure_topic(topic, 1)
         if queue_id >= cfg.write_queues:
             queue_id = 0
         store.put_message(topic, queue_id, msg.body, properties_to_string(props), flag=msg.flag,

@@ -14,11 +14,12 @@ except where the real broker failed with an exception.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
-from ..client.config import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
-from ..client.errors import MessageDecodeError
-from ..client.message import (
+from ..client.connection import Handler, RemotingProtocol
+from ..client.protocol.codes import ResponseCode
+from ..client.protocol.command import RemotingCommand
+from ..client.protocol.errors import MessageDecodeError
+from ..client.protocol.message import (
     MAX_PROPERTIES_LEN,
     PROPERTY_CLUSTER,
     PROPERTY_DELAY,
@@ -32,18 +33,13 @@ from ..client.message import (
     properties_to_string,
     string_to_properties,
 )
-from ..client.remoting.codes import ResponseCode
-from ..client.remoting.command import RemotingCommand
-from ..client.remoting.connection import Handler, RemotingProtocol
+from ..client.protocol.names import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 from ..client.route import PERM_INHERIT, PERM_WRITE
 from .headers import FAQ_SUFFIX, opt_int, opt_str, req_int, req_str, send_header
-from .schedule import MAX_DELAY_LEVEL, SCHEDULE_TOPIC
+from .ports import BrokerContext
+from .settings import MAX_DELAY_LEVEL
 from .store import PERM_RW, PutResult, TopicConfig
-from .topic_rules import NOT_ALLOWED_SEND_TOPICS, validate_topic
-
-if TYPE_CHECKING:
-    from .broker import EmbeddedBroker
-
+from .topic_rules import NOT_ALLOWED_SEND_TOPICS, SCHEDULE_TOPIC, validate_topic
 
 # PutMessageStatus MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (body or properties too long, delayed batch)
 ILLEGAL_MESSAGE = ("the message is illegal, maybe msg body or properties length not matched. "
@@ -76,8 +72,10 @@ def _delay_level(props: dict[str, str]) -> int:
 class SendHandlers:
     """The produce side of one broker."""
 
-    def __init__(self, broker: EmbeddedBroker) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.settings = ctx.settings
+        self.store_slot = ctx.store_slot
+        self.groups = ctx.groups
 
     def handlers(self) -> dict[int, Handler]:
         return {10: self.send_message, 310: self.send_message, 320: self.send_batch,
@@ -92,22 +90,22 @@ class SendHandlers:
         5.3.3 too) stores a plain send into a read-only topic; only CONSUMER_SEND_MSG_BACK checks
         that the retry topic is writable. Clients keep off read-only topics by their routes.
         """
-        broker = self.broker
+        store = self.store_slot.get()
         bad = validate_topic(topic)
         if bad is not None:
             raise _SendError(ResponseCode.SYSTEM_ERROR, bad)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise _SendError(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        cfg = broker.topics.get(topic)
+        cfg = store.topics.get(topic)
         if cfg is None:
             # createTopicInSendMessageMethod: min(the producer's defaultTopicQueueNums, TBW102's write
             # queues), TBW102's permission without inherit; a retry topic also without auto-creation
-            default = broker.topics.get(DEFAULT_TOPIC)
-            if broker.settings.auto_create_topic and default is not None and default.perm & PERM_INHERIT:
-                cfg = broker.ensure_topic(topic, max(0, min(default_queues, default.write_queues)),
-                                          default.perm & ~PERM_INHERIT)
+            default = store.topics.get(DEFAULT_TOPIC)
+            if self.settings.auto_create_topic and default is not None and default.perm & PERM_INHERIT:
+                cfg = store.ensure_topic(topic, max(0, min(default_queues, default.write_queues)),
+                                         default.perm & ~PERM_INHERIT)
             elif topic.startswith(RETRY_PREFIX):
-                cfg = broker.ensure_topic(topic, 1)
+                cfg = store.ensure_topic(topic, 1)
             else:
                 raise _SendError(ResponseCode.TOPIC_NOT_EXIST,
                                  f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}")
@@ -122,14 +120,13 @@ class SendHandlers:
         topic = dlq_topic(group)
         # Older brokers created DLQs write-only; 4.9.x send-back creates them read-write, which
         # also lets tests and the demo consume dead letters without an admin step.
-        self.broker.ensure_topic(topic, 1, PERM_RW)
+        self.store_slot.get().ensure_topic(topic, 1, PERM_RW)
         return topic
 
-    def store(self, topic: str, queue_id: int, body: bytes, props: dict[str, str], *, flag: int,
-              sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int) -> PutResult:
+    def put(self, topic: str, queue_id: int, body: bytes, props: dict[str, str], *, flag: int,
+            sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int) -> PutResult:
         """Store one message, parking it in the schedule topic when it has a DELAY level."""
-        store = self.broker.store
-        assert store is not None
+        store = self.store_slot.get()
         level = _delay_level(props)
         if level > 0 and not topic.startswith(DLQ_PREFIX):
             level = min(level, MAX_DELAY_LEVEL)
@@ -139,7 +136,7 @@ class SendHandlers:
         text = properties_to_string(props)
         if len(text.encode("utf-8")) > MAX_PROPERTIES_LEN:
             raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
-                             ILLEGAL_MESSAGE.format(max=self.broker.settings.max_message_size))
+                             ILLEGAL_MESSAGE.format(max=self.settings.max_message_size))
         return store.put_message(topic, queue_id, body, text, flag=flag, sys_flag=sys_flag,
                                  born_timestamp=born_timestamp, born_host=born_host,
                                  reconsume_times=reconsume_times, tags=props.get(PROPERTY_TAGS, ""))
@@ -147,67 +144,66 @@ class SendHandlers:
     def _response(self, cmd: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int) -> RemotingCommand:
         return cmd.make_response(ResponseCode.SUCCESS, {
             "msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset),
-            "MSG_REGION": self.broker.settings.region, "TRACE_ON": "true"})
+            "MSG_REGION": self.settings.region, "TRACE_ON": "true"})
 
     def _refusal(self, cmd: RemotingCommand, exc: _SendError) -> RemotingCommand:
         """A refused send: the real broker has already added MSG_REGION and TRACE_ON to its answer."""
-        ext = None if exc.exception else {"MSG_REGION": self.broker.settings.region, "TRACE_ON": "true"}
+        ext = None if exc.exception else {"MSG_REGION": self.settings.region, "TRACE_ON": "true"}
         return cmd.make_response(exc.code, ext, remark=exc.remark)
 
     # -- SEND_MESSAGE / V2 -------------------------------------------------------------------
     async def send_message(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        h = send_header(cmd)
-        view = RemotingCommand(cmd.code, h)
+        header = RemotingCommand(cmd.code, send_header(cmd))  # V2's one-letter fields by their long names
         try:
-            req_str(view, "producerGroup")
-            topic = req_str(view, "topic")
-            req_str(view, "defaultTopic")
-            default_queues = req_int(view, "defaultTopicQueueNums")
-            queue_id = req_int(view, "queueId")
-            sys_flag = req_int(view, "sysFlag")
-            born_ts = req_int(view, "bornTimestamp")
-            flag = req_int(view, "flag")
-            reconsume = opt_int(view, "reconsumeTimes", 0)
+            req_str(header, "producerGroup")
+            topic = req_str(header, "topic")
+            req_str(header, "defaultTopic")
+            default_queues = req_int(header, "defaultTopicQueueNums")
+            queue_id = req_int(header, "queueId")
+            sys_flag = req_int(header, "sysFlag")
+            born_ts = req_int(header, "bornTimestamp")
+            flag = req_int(header, "flag")
+            reconsume = opt_int(header, "reconsumeTimes", 0)
             body = cmd.body or b""
             _, queue_id = self._check_topic(conn, topic, queue_id, default_queues)
-            if len(body) > self.broker.settings.max_message_size:
+            if len(body) > self.settings.max_message_size:
                 raise _SendError(ResponseCode.MESSAGE_ILLEGAL,
-                                 ILLEGAL_MESSAGE.format(max=self.broker.settings.max_message_size))
-            props = string_to_properties(opt_str(view, "properties") or "")
+                                 ILLEGAL_MESSAGE.format(max=self.settings.max_message_size))
+            props = string_to_properties(opt_str(header, "properties") or "")
             if topic.startswith(RETRY_PREFIX):
                 group = topic[len(RETRY_PREFIX):]
-                gcfg = self.broker.group_config(group)
+                gcfg = self.groups.config(group)
                 if gcfg is None:
                     raise _SendError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                      f"subscription group not exist, {group}{FAQ_SUFFIX}")
-                max_times = opt_int(view, "maxReconsumeTimes", gcfg.retry_max_times)
+                max_times = opt_int(header, "maxReconsumeTimes", gcfg.retry_max_times)
                 if reconsume >= max_times:
                     topic = self._dlq_topic(group)
                     queue_id = 0
             props.pop(PROPERTY_WAIT, None)
-            props[PROPERTY_CLUSTER] = self.broker.cluster
-            put = self.store(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
-                             born_host=conn.peer, reconsume_times=reconsume)
+            props[PROPERTY_CLUSTER] = self.settings.cluster
+            put = self.put(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
+                           born_host=conn.peer, reconsume_times=reconsume)
         except _SendError as exc:
             return self._refusal(cmd, exc)
         return self._response(cmd, put.msg_id, queue_id, put.queue_offset)
 
     # -- SEND_BATCH_MESSAGE ---------------------------------------------------------------------
     async def send_batch(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        view = RemotingCommand(cmd.code, send_header(cmd))
+        header = RemotingCommand(cmd.code, send_header(cmd))
         try:
-            req_str(view, "producerGroup")
-            topic = req_str(view, "topic")
-            default_queues = opt_int(view, "defaultTopicQueueNums", 4)
-            queue_id = req_int(view, "queueId")
-            sys_flag = req_int(view, "sysFlag")
-            born_ts = req_int(view, "bornTimestamp")
+            req_str(header, "producerGroup")
+            topic = req_str(header, "topic")
+            default_queues = opt_int(header, "defaultTopicQueueNums", 4)
+            queue_id = req_int(header, "queueId")
+            sys_flag = req_int(header, "sysFlag")
+            born_ts = req_int(header, "bornTimestamp")
             body = cmd.body or b""
             _, queue_id = self._check_topic(conn, topic, queue_id, default_queues)
-            illegal = ILLEGAL_MESSAGE.format(max=self.broker.settings.max_message_size)
-            if len(body) > self.broker.settings.max_message_size:
+            illegal = ILLEGAL_MESSAGE.format(max=self.settings.max_message_size)
+            if len(body) > self.settings.max_message_size:
                 raise _SendError(ResponseCode.MESSAGE_ILLEGAL, illegal)
-            batch_props = string_to_properties(opt_str(view, "properties") or "")
+            batch_props = string_to_properties(opt_str(header, "properties") or "")
             if _delay_level(batch_props) > 0:  # CommitLog.putMessages refuses a delayed batch
                 raise _SendError(ResponseCode.MESSAGE_ILLEGAL, illegal)
             # a body the broker cannot split fails with an exception (BufferUnderflow, NPE): SYSTEM_ERROR
@@ -218,34 +214,31 @@ class SendHandlers:
                                  exception=True) from None
             if not items:
                 raise _SendError(ResponseCode.SYSTEM_ERROR, "the batch body holds no message", exception=True)
-            suffix = properties_to_string({PROPERTY_CLUSTER: self.broker.cluster, **batch_props})
+            suffix = properties_to_string({PROPERTY_CLUSTER: self.settings.cluster, **batch_props})
             staged = []
             for item in items:
                 text = properties_to_string(item.properties)
                 text = f"{text}\x02{suffix}" if text else suffix
                 staged.append((item.body, text, item.flag, sys_flag, born_ts, item.properties.get(PROPERTY_TAGS)))
-            assert self.broker.store is not None
-            results = self.broker.store.put_messages(topic, queue_id, staged, born_host=conn.peer)
+            results = self.store_slot.get().put_messages(topic, queue_id, staged, born_host=conn.peer)
         except _SendError as exc:
             return self._refusal(cmd, exc)
         return self._response(cmd, ",".join(r.msg_id for r in results), queue_id, results[0].queue_offset)
 
     # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------------
     async def send_back(self, conn: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
-        store = broker.store
-        assert store is not None
+        store = self.store_slot.get()
         offset = req_int(cmd, "offset")
         group = req_str(cmd, "group")
         delay_level = req_int(cmd, "delayLevel")
-        gcfg = broker.group_config(group)
+        gcfg = self.groups.config(group)
         if gcfg is None:
             return cmd.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                      remark=f"subscription group not exist, {group} {FAQ_SUFFIX}")
         if gcfg.retry_queues <= 0:
             return cmd.make_response(ResponseCode.SUCCESS)
         retry = retry_topic(group)
-        cfg = broker.ensure_topic(retry, gcfg.retry_queues)
+        cfg = store.ensure_topic(retry, gcfg.retry_queues)
         if not cfg.perm & PERM_WRITE:
             return cmd.make_response(ResponseCode.NO_PERMISSION,
                                      remark=f"the topic[{retry}] sending message is forbidden")
@@ -268,9 +261,9 @@ class SendHandlers:
             queue_id = random.randrange(max(1, gcfg.retry_queues))
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.offset_msg_id)
         try:
-            self.store(topic, queue_id, msg.body, props, flag=msg.flag, sys_flag=msg.sys_flag,
-                       born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-                       reconsume_times=msg.reconsume_times + 1)
+            self.put(topic, queue_id, msg.body, props, flag=msg.flag, sys_flag=msg.sys_flag,
+                     born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+                     reconsume_times=msg.reconsume_times + 1)
         except _SendError as exc:
             return cmd.make_response(exc.code, remark=exc.remark)
         return cmd.make_response(ResponseCode.SUCCESS)

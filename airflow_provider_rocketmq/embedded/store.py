@@ -1,28 +1,16 @@
-"""The embedded broker's message store: one commit log, one consume queue per
-(topic, queue id), consumer offsets and topic configs.
+"""The embedded broker's message store: one commit log, one consume queue per (topic, queue id),
+consumer offsets and topic configs.
 
-Every stored message is kept as its encoded stored-message record (the exact
-bytes a pull response carries), so a pull is a slice-and-join of pre-encoded
-records, never a re-encode.
-
-Durability with a data directory (``<data_dir>/<broker name>/``):
-
-* ``commitlog``: the records appended in order; a record's commit-log offset is
-  its byte position, exactly like RocketMQ's. Each send request is appended with
-  one ``os.write`` on an unbuffered descriptor *before* the broker answers, so an
-  acknowledged message is in the kernel and survives a process crash or
-  ``kill -9``. ``fsync=True`` additionally calls ``fsync`` per write batch before
-  the answer (survives power loss, costs a disk flush per request).
-* ``offsets.log``: an append-only journal of consumer-offset updates (one JSON
-  line each, written before acknowledging), compacted when the store opens.
-* ``topics.json``: topic configs, rewritten atomically on every change.
-
-On open, consume queues are rebuilt by scanning the commit log; a torn record at
-the tail (a write cut short by a crash, never acknowledged) is truncated away.
+Every message is kept as its encoded stored-message record (what a pull answer carries), so a pull
+slices and joins records and never re-encodes. With a data directory a send is in the commit log
+(``os.write``; also ``fsync`` when asked) and an offset update in ``offsets.log`` before the broker
+answers; opening rebuilds the consume queues from the commit log and cuts a torn tail (see
+docs/embedded.md, "Storage and durability").
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -33,8 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..client.errors import ConfigError, MessageDecodeError
-from ..client.message import (
+from ..client.protocol.errors import ConfigError, MessageDecodeError
+from ..client.protocol.message import (
     PROPERTY_TAGS,
     MessageExt,
     decode_messages,
@@ -172,6 +160,19 @@ class MessageStore:
         except (ValueError, TypeError) as exc:
             raise MessageDecodeError(f"{path}: topic configs are corrupt: {exc}") from None
 
+    def put_topic(self, cfg: TopicConfig) -> TopicConfig:
+        """Create or replace a topic's config (UPDATE_AND_CREATE_TOPIC) and save the table."""
+        self.topics[cfg.topic] = cfg
+        self.save_topics()
+        return cfg
+
+    def ensure_topic(self, topic: str, queues: int, perm: int = PERM_RW, topic_sys_flag: int = 0) -> TopicConfig:
+        """The topic's config, created with ``queues`` read and write queues when it has none."""
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            cfg = self.put_topic(TopicConfig(topic, queues, queues, perm, topic_sys_flag))
+        return cfg
+
     def save_topics(self) -> None:
         if self.dir is None:
             return
@@ -244,10 +245,8 @@ class MessageStore:
     def close(self) -> None:
         for fd in (self._log_fd, self._offsets_fd, self._lock_fd):
             if fd is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)  # closing the lock descriptor releases the flock
-                except OSError:
-                    pass
         self._log_fd = self._offsets_fd = self._lock_fd = None
 
     # -- writing ----------------------------------------------------------------------
@@ -264,6 +263,16 @@ class MessageStore:
         cq.tags.append(tcode)
         cq.store_ts.append(store_ts)
         cq.phy.append(phy)
+
+    def append_encoded(self, cq: ConsumeQueue, record: bytes, tags_code: int, store_ts: int) -> None:
+        """Index ``record`` as the next message of ``cq`` at the commit-log end, without writing it to disk.
+
+        For stores filled in memory before they serve (embedded.backlog): ``record`` must already
+        carry ``cq.max_offset`` as its queue offset and ``commit_log_end`` as its commit-log offset.
+        """
+        phy = self.commit_log_end
+        self._index(cq, record, tags_code, store_ts, phy)
+        self.commit_log_end = phy + len(record)
 
     def put_messages(self, topic: str, queue_id: int,
                      items: Iterable[tuple[bytes, str, int, int, int, str | None]], *,

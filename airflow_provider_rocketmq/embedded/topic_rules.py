@@ -1,10 +1,11 @@
-"""Topic naming rules of the embedded broker (TopicValidator): the client's pattern, Java's remarks."""
+"""Topic naming rules of the embedded broker (TopicValidator): the client's pattern, Java's remarks,
+and the system topics a client may not send to."""
 
 from __future__ import annotations
 
-from ..client.config import MAX_TOPIC_LEN, TOPIC_RE
-from .schedule import SCHEDULE_TOPIC
+from ..client.protocol.names import MAX_TOPIC_LEN, TOPIC_RE
 
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC: delayed messages wait here
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
 

@@ -24,11 +24,11 @@ so that the `window` CLI command could share it.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_rocketmq.client.config import parse_namesrv
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError, parse_namesrv
 
 DEFAULT_NAMESRV_PORT = 9876
 
@@ -124,18 +124,7 @@ def client_config_kwargs(
         kwargs["namesrv_addr"] = parse_namesrv_field("extra.namesrv", extras["namesrv"], default_port)
     else:
         kwargs["namesrv_addr"] = parse_namesrv_field("host", host, default_port)
-
-    if bool(login) != bool(password):
-        missing = "password (secret key)" if login else "login (access key)"
-        raise ConfigError(missing, "ACL needs both access key (login) and secret key (password)")
-    if login:
-        kwargs["access_key"] = login
-        kwargs["secret_key"] = password
-    if "security_token" in extras:
-        if not login:
-            raise ConfigError("extra.security_token", "needs an access key (login) and secret key (password)")
-        kwargs["security_token"] = str(extras["security_token"])
-
+    kwargs.update(_credentials(login, password, extras))
     if "namespace" in extras:
         namespace = extras["namespace"]
         if not isinstance(namespace, str) or "%" in namespace or any(c.isspace() for c in namespace):
@@ -145,18 +134,7 @@ def client_config_kwargs(
         kwargs["use_tls"] = _parse_bool("extra.tls", extras["tls"])
     if "request_timeout" in extras:
         kwargs["request_timeout"] = _parse_timeout("extra.request_timeout", extras["request_timeout"])
-
-    options = extras.get("client_options", {})
-    if isinstance(options, str):
-        import json
-
-        try:
-            options = json.loads(options)
-        except ValueError as exc:
-            raise ConfigError("extra.client_options", f"not valid JSON: {exc}") from None
-    if not isinstance(options, Mapping):
-        raise ConfigError("extra.client_options", "must be a JSON object of client settings")
-    for name, value in options.items():
+    for name, value in _client_options(extras.get("client_options", {})).items():
         field = f"extra.client_options.{name}"
         if name in _RESERVED_OPTIONS:
             raise ConfigError(field, "set this through its own connection field")
@@ -166,6 +144,31 @@ def client_config_kwargs(
             raise ConfigError(field, "already set by a connection field")
         kwargs[name] = value
     return kwargs
+
+
+def _credentials(login: str | None, password: str | None, extras: Mapping[str, Any]) -> dict[str, Any]:
+    """ACL access key, secret key and STS token: both keys or neither, a token only with them."""
+    if bool(login) != bool(password):
+        missing = "password (secret key)" if login else "login (access key)"
+        raise ConfigError(missing, "ACL needs both access key (login) and secret key (password)")
+    out: dict[str, Any] = {"access_key": login, "secret_key": password} if login else {}
+    if "security_token" in extras:
+        if not login:
+            raise ConfigError("extra.security_token", "needs an access key (login) and secret key (password)")
+        out["security_token"] = str(extras["security_token"])
+    return out
+
+
+def _client_options(options: Any) -> Mapping[str, Any]:
+    """``extra.client_options``: a mapping, or its JSON text."""
+    if isinstance(options, str):
+        try:
+            options = json.loads(options)
+        except ValueError as exc:
+            raise ConfigError("extra.client_options", f"not valid JSON: {exc}") from None
+    if not isinstance(options, Mapping):
+        raise ConfigError("extra.client_options", "must be a JSON object of client settings")
+    return options
 
 
 def config_field_names(config_cls: type) -> frozenset[str]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_provider_rocketmq.airflow_compat import BaseHook, default_conn_id
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError
 from airflow_provider_rocketmq.hooks.connection_config import (
     client_config_kwargs,
     config_field_names,
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
         Producer,
         PushConsumer,
     )
+
+C = TypeVar("C", bound="ClientConfig")  # ClientConfig or ConsumerConfig
 
 # config field -> the connection field a user has to fix (errors name what the user typed)
 _FIELD_SOURCES = {
@@ -177,28 +179,19 @@ class RocketMQHook(BaseHook):
         """Round trip to the name servers: ask for the cluster's brokers (never raises)."""
         try:
             config = self.get_client_config()
-            from airflow_provider_rocketmq.client import AsyncAdmin
-            from airflow_provider_rocketmq.client.loop_thread import LoopThread
+            from airflow_provider_rocketmq.client import Admin
 
-            async def probe() -> list[str]:
-                async with AsyncAdmin(config) as admin:
-                    info = await admin.client.get_cluster_info()
-                    return sorted(info.broker_addr_table)
-
-            # a private loop: test_connection may be called from code that already runs a loop
-            loop = LoopThread(name="rocketmq-test-connection")
-            try:
-                brokers = loop.run(probe(), timeout=config.request_timeout * 4 + 5)
-            finally:
-                loop.stop()
-        except Exception as exc:  # noqa: BLE001 - reported to the UI/CLI, never raised
+            # Admin runs on a private loop thread: test_connection may be called from a running loop
+            with Admin(config, timeout=config.request_timeout * 4 + 5) as admin:
+                brokers = admin.broker_names()
+        except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
         if not brokers:
             return False, f"name server(s) {config.namesrv_addr} answered but know no broker"
         return True, f"Connected to {config.namesrv_addr}: broker(s) {', '.join(brokers)}"
 
 
-def _build(config_cls: type, kwargs: dict[str, Any], overrides: set[str] | None = None) -> Any:
+def _build(config_cls: type[C], kwargs: dict[str, Any], overrides: set[str] | None = None) -> C:
     """Instantiate and validate a config, naming the connection field on error."""
     try:
         config = config_cls(**kwargs)
@@ -213,7 +206,7 @@ def _build(config_cls: type, kwargs: dict[str, Any], overrides: set[str] | None 
         raise ConfigError("extra.client_options", str(exc)) from None
 
 
-def _consumer_config(connection_kwargs: dict[str, Any], overrides: dict[str, Any]) -> Any:
+def _consumer_config(connection_kwargs: dict[str, Any], overrides: dict[str, Any]) -> ConsumerConfig:
     from airflow_provider_rocketmq.client import ConsumerConfig
 
     unknown = sorted(set(overrides) - config_field_names(ConsumerConfig))
@@ -222,6 +215,6 @@ def _consumer_config(connection_kwargs: dict[str, Any], overrides: dict[str, Any
     return _build(ConsumerConfig, {**connection_kwargs, **overrides}, overrides=set(overrides))
 
 
-def _client_config(config_cls: type, kwargs: dict[str, Any]) -> Any:
+def _client_config(config_cls: type[C], kwargs: dict[str, Any]) -> C:
     allowed = config_field_names(config_cls)
     return _build(config_cls, {k: v for k, v in kwargs.items() if k in allowed})

@@ -1,14 +1,16 @@
-"""fsspec storage options of a Spark load's output, from an Airflow connection (Airflow side).
+"""fsspec storage options of a Spark load's output or staging, from an Airflow connection (Airflow side).
 
 `output_storage_options(output, conn_id)` is what the example DAGs render into
 ``SparkSubmitOperator(env_vars={"ROCKETMQ_OUTPUT_STORAGE_OPTIONS": ...})``: the Spark job
-(spark/load_window.py, which imports no Airflow) reads it from its environment and ships it to
-its tasks, so no credential is on the ``spark-submit`` command line *when env_vars reach
-spark-submit as environment* — which the Spark provider does for local and standalone
-masters in client mode. For YARN and Kubernetes masters the Spark provider turns ``env_vars``
-into ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` arguments: there,
-give the cluster its own credentials (instance role, IRSA, workload identity) and keep only
-non-secret options (endpoint, region) in the connection.
+(spark/load/load_window.py, which imports no Airflow) reads it from its environment and ships it to
+its tasks. For an ``s3://`` staging location the same options, rendered into ``FSSPEC_S3`` (fsspec's
+own configuration), are what the job reads the windows with (dags/rocketmq_s3_to_iceberg.py).
+No credential is on the ``spark-submit`` command line *when env_vars reach spark-submit as
+environment* — which the Spark provider does for local and standalone masters in client mode.
+For YARN and Kubernetes masters the Spark provider turns ``env_vars`` into ``--conf
+spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` arguments: there, give the
+cluster its own credentials (instance role, IRSA, workload identity) and keep only non-secret
+options (endpoint, region) in the connection.
 
 The connection: its ``extra`` (a JSON object) is taken as fsspec storage options as is; for
 ``s3://``/``s3a://`` outputs its login/password become ``key``/``secret``. Every string value
@@ -16,7 +18,7 @@ is registered with Airflow's secrets masker, so rendered templates and logs show
 
 For an ``iceberg://`` output the extra holds pyiceberg *catalog properties* (``type``, ``uri``,
 ``warehouse``, ``s3.endpoint``, ``s3.secret-access-key``, ``credential``...; the job adds them to
-pyiceberg's own configuration, spark/outputs/iceberg_table.py); login and password are not used.
+pyiceberg's own configuration, spark/load/outputs/iceberg_table.py); login and password are not used.
 The values of properties whose names suggest a secret (key, secret, password, token, credential,
 and ``uri``, which may embed a database password) are masked.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError
 
 _S3 = ("s3://", "s3a://")
 _SECRET_WORDS = ("key", "secret", "password", "token", "credential", "uri")
@@ -41,7 +43,7 @@ def output_storage_options(output: str, conn_id: str | None = None) -> str:
 
     try:
         conn = BaseHook.get_connection(conn_id)
-    except Exception as exc:  # noqa: BLE001 - Airflow's not-found error differs between versions
+    except Exception as exc:
         raise ConfigError("output_conn_id", f"connection {conn_id!r}: {exc}") from None
     options: dict[str, Any] = {}
     extra = conn.extra_dejson

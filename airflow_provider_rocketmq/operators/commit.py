@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.metrics import load_metrics_from_file
 from airflow_provider_rocketmq.window.commit import commit_manifest_files

@@ -7,39 +7,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
-from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
-from airflow_provider_rocketmq.client.message import Message
-from airflow_provider_rocketmq.client.pipeline import PipelineOptions
-from airflow_provider_rocketmq.client.producer import SendAbortedError, SendOutcome
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client import (
+    ConfigError,
+    Message,
+    MessageQueue,
+    PipelineOptions,
+    RocketMQError,
+    SendAbortedError,
+    SendOutcome,
+)
+from airflow_provider_rocketmq.hooks.callables import resolve_callable
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 DEFAULT_PRODUCER_GROUP = "AIRFLOW_PRODUCER"
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_MAX_BATCH = 32
-
-
-def resolve_callable(field: str, fn: Callable[..., Any] | str) -> Callable[..., Any]:
-    """A callable, or the dotted path of one (``"my_pkg.my_module.my_function"``)."""
-    if callable(fn):
-        return fn
-    if not isinstance(fn, str) or "." not in fn:
-        raise ConfigError(field, f"expected a callable or a dotted path 'module.function', got {fn!r}")
-    from importlib import import_module
-
-    module, _, name = fn.rpartition(".")
-    try:
-        found = getattr(import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(field, f"cannot import {fn!r}: {exc}") from None
-    if not callable(found):
-        raise ConfigError(field, f"{fn!r} is not callable")
-    return found  # type: ignore[no-any-return]  # getattr of an imported module: checked callable above
-
-
-def to_message(topic: str, item: Any, index: int) -> Message:
-    """One item the producer function yielded -> a `Message` for ``topic`` (see `to_send_item`)."""
-    return to_send_item(topic, item, index)[0]
 
 
 def to_send_item(topic: str, item: Any, index: int) -> tuple[Message, str | None]:

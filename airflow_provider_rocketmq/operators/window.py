@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 
 from airflow_provider_rocketmq import metrics
 from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context, config_get
-from airflow_provider_rocketmq.client.consumer.config import (
+from airflow_provider_rocketmq.client import (
+    ConfigError,
     ConsumeFromWhere,
     ConsumerConfig,
     parse_consume_timestamp,
 )
-from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.hooks.connection_config import config_field_names
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.operators.window_lineage import WindowLineageMixin
@@ -243,7 +243,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
 
     def _limits(self, *, rendered: bool) -> dict[str, Any]:
         out = {}
-        for name, kind in zip(_LIMITS, (int, int, float)):
+        for name, kind in zip(_LIMITS, (int, int, float), strict=True):
             value = getattr(self, name)
             if _is_template(value) and not rendered:
                 value = None
@@ -322,7 +322,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
             window_id=window_id,
             expression=self.expression,
             commit=self.commit == "after_staging",
-            consume_from_where=config.consume_from_where,
+            consume_from_where=ConsumeFromWhere(config.consume_from_where),
             consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
             **self._spec_kwargs(mapped=mapped),
         )
@@ -366,7 +366,7 @@ class RocketMQConsumeWindowOperator(WindowLineageMixin, BaseOperator):
         config = hook.get_consumer_config(**overrides)
         spec = OffsetsWindow(topic=self.topic, consumer_group=self.consumer_group, staging_dir=staging,
                              window_id=window_id, expression=self.expression,
-                             consume_from_where=config.consume_from_where,
+                             consume_from_where=ConsumeFromWhere(config.consume_from_where),
                              consume_timestamp_ms=parse_consume_timestamp(config.consume_timestamp),
                              max_messages=self._limits(rendered=True)["max_messages"],
                              storage_options=storage_options)

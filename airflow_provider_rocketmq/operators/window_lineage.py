@@ -63,7 +63,7 @@ class WindowLineageMixin:
         hook = RocketMQHook(self.rocketmq_conn_id)
         try:
             return str(hook.get_client_config().namesrv_addr)
-        except Exception:  # noqa: BLE001 - lineage must never fail a task: name the connection instead
+        except Exception:
             return hook.rocketmq_conn_id
 
     def _lineage_staging(self) -> str | None:

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from airflow.providers.common.messaging.providers.base_provider import BaseMessageQueueProvider
 
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client import ConfigError
 from airflow_provider_rocketmq.triggers.watch import RocketMQWatchTrigger
 
 _LAG_KEYS = ("min_lag", "max_lag", "per_queue")

@@ -13,7 +13,7 @@ from airflow_provider_rocketmq.airflow_compat import (
     default_conn_id,
     default_deferrable,
 )
-from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
+from airflow_provider_rocketmq.client import ConfigError, RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.triggers.await_message import (
     FORCED_OVERRIDES,

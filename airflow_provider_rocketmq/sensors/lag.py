@@ -14,10 +14,10 @@ from airflow_provider_rocketmq.airflow_compat import (
     default_conn_id,
     default_deferrable,
 )
-from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
+from airflow_provider_rocketmq.client import ConfigError, RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
-from airflow_provider_rocketmq.sensors.lag_condition import LagCondition
 from airflow_provider_rocketmq.triggers.lag import RocketMQLagTrigger
+from airflow_provider_rocketmq.triggers.lag_condition import LagCondition
 
 
 class RocketMQLagSensor(BaseSensorOperator):

@@ -1,11 +1,11 @@
-"""PySpark applications run by SparkSubmitOperator (no Airflow imports here).
+"""PySpark code run by spark-submit (no Airflow imports here).
 
-`load_window.py` loads staged windows; `LOAD_WINDOW_APP` is its file path, the
-``application`` argument a DAG passes to ``SparkSubmitOperator``.
+`source/` is the ``rocketmq`` data source; `load/` is the load job. `LOAD_WINDOW_APP` is the
+load job's file path, the ``application`` argument a DAG passes to ``SparkSubmitOperator``.
 """
 
 from pathlib import Path
 
-LOAD_WINDOW_APP: str = str(Path(__file__).with_name("load_window.py"))
+LOAD_WINDOW_APP: str = str(Path(__file__).with_name("load") / "load_window.py")
 
 __all__ = ["LOAD_WINDOW_APP"]

@@ -17,15 +17,13 @@ give the same zip (byte for byte).
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import os
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 
 DEFAULT_NAME = "rocketmq-spark.zip"
 PACKAGE = "airflow_provider_rocketmq"
@@ -97,19 +95,3 @@ def build_package(output: str | os.PathLike[str]) -> dict[str, object]:
             zf.writestr(info, data)
     os.replace(tmp, target)
     return {"path": str(target), "files": len(files), "bytes": target.stat().st_size}
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # generic only in typeshed
-    p = subparsers.add_parser("spark-package", help="build a --py-files zip for spark-submit (no Airflow inside)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--output", default=DEFAULT_NAME, help=f"zip file or directory (default: ./{DEFAULT_NAME})")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    result = build_package(args.output)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(result["path"])
-    return 0

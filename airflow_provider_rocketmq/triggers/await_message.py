@@ -25,11 +25,9 @@ from functools import partial
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
-from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig, OrderlyStatus
-from airflow_provider_rocketmq.client.consumer.push import AsyncPushConsumer
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client import AsyncPushConsumer, ConfigError, ConsumerConfig, OrderlyStatus
+from airflow_provider_rocketmq.hooks.callables import resolve_callable
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
-from airflow_provider_rocketmq.operators.produce import resolve_callable
 
 # the trigger owns these: one message per call, so "what it read" is exactly what it committed
 FORCED_OVERRIDES = {"consume_message_batch_max_size": 1, "enable_offset_commit": True,
@@ -83,7 +81,7 @@ async def wait_for_message(config: ConsumerConfig, group: str, topic: str, expre
             (msg,) = msgs
             try:
                 value = apply(msg)
-            except Exception as exc:  # noqa: BLE001 - reported through the event, message not committed
+            except Exception as exc:
                 done = True
                 loop.call_soon_threadsafe(settle, None, exc)
                 ctx.suspend_current_queue_time = 1.0
@@ -170,7 +168,7 @@ class RocketMQAwaitMessageTrigger(BaseEventTrigger):
                 **{**self.consumer_overrides, **FORCED_OVERRIDES})
             value, where = await wait_for_message(config, self.consumer_group, self.topic, self.expression,
                                                   apply)
-        except Exception as exc:  # noqa: BLE001 - the task fails with the reason through the event
+        except Exception as exc:
             yield TriggerEvent(  # type: ignore[no-untyped-call,unused-ignore]  # untyped in Airflow 3.0  # untyped in Airflow 3.0
                 {"status": "error", "message": f"{type(exc).__name__}: {exc}"})
             return

@@ -8,9 +8,9 @@ from typing import Any
 
 from airflow_provider_rocketmq import metrics
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
-from airflow_provider_rocketmq.client.errors import RocketMQError
+from airflow_provider_rocketmq.client import RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
-from airflow_provider_rocketmq.sensors.lag_condition import LagCondition
+from airflow_provider_rocketmq.triggers.lag_condition import LagCondition
 
 
 def _event(payload: dict[str, Any]) -> TriggerEvent:
@@ -70,7 +70,7 @@ class RocketMQLagTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             admin = await RocketMQHook(self.rocketmq_conn_id).aget_async_admin()
-        except Exception as exc:  # noqa: BLE001 - a bad connection fails the task through the event
+        except Exception as exc:
             yield _event({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
             return
         async with admin:

@@ -35,8 +35,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
-from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client import ConfigError, MessageQueue, RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 WATCHER_SUFFIX = "-watcher"

@@ -1,23 +1,21 @@
-"""Per-queue frontier of one bounded window, fed with pulled batches (no I/O, no Airflow).
+"""Per-queue start and frontier of one bounded window, fed with pulled batches (no Airflow).
 
-The consumer's batch listener hands over each queue's batches in offset order
-(docs/CONTRACTS.md, "Wave 2"). For every queue the collector keeps the window's
-start offset and its *frontier*: every offset in ``[start, frontier)`` was staged,
-or did not match the tag filter, or belongs to another window (see below). A batch
-that continues the frontier is admitted: its matching messages go to the ``sink``
-(the Parquet writer) at once, nothing is kept here. So only contiguous prefixes are
-ever staged or committed, and memory does not grow with the window.
+The collector is the one owner of where the window begins in each queue: it asks its `QueueStarts`
+(admin round trips) when a queue is first taken (`WindowCollector.take_queues`, or the queue's
+first batch), when a batch leaves a gap, and when the runner has it re-check its floors
+(`WindowCollector.refresh_floors`). Its *frontier* in a queue: every offset in ``[start,
+frontier)`` was staged, did not match the tag filter, or belongs to another window. A batch that
+continues the frontier is admitted and its matching messages go to the ``sink`` (the Parquet
+writer) at once; so only contiguous prefixes are ever staged or committed, and memory does not grow
+with the window. The consumer delivers each queue's batches in offset order.
 
-The window subscribes with ``*`` and filters tags here, so that every offset is
-delivered and a queue's progress is visible even where no message matches (a
-broker-side filter would advance the consumer's offset silently).
-
-A batch that starts past the frontier (a gap) is explained by asking ``resolve_floor``
-for the queue's committed and minimum offsets: offsets committed by another member
-of the group are in that member's window, offsets below the minimum are gone. The
-frontier moves up to that floor (already staged rows stay staged: where two windows
-overlap, the Spark loader's ledger loads each offset once). A gap nothing explains
-settles the queue where it is: the rest is left for the next window.
+The window subscribes with ``*`` and filters tags here, so that every offset is delivered and a
+queue's progress is visible even where no message matches (a broker-side filter would advance the
+consumer's offset silently). A batch past the frontier (a gap) is explained by the queue's floor:
+offsets committed by another member of the group are in that member's window, offsets below the
+minimum are gone; the frontier moves up to the floor and the skipped range is recorded as a gap
+(already staged rows stay: where two windows overlap, the load's ledger loads each offset once).
+A gap nothing explains settles the queue where it is: the rest is left for the next window.
 """
 
 from __future__ import annotations
@@ -26,10 +24,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from airflow_provider_rocketmq.client.columnar import ColumnBatch
 from airflow_provider_rocketmq.client.consumer.subscription import build_subscription
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -76,30 +75,39 @@ class QueueSlice:
 
 
 Sink = Callable[[ColumnBatch], None]
-Resolver = Callable[[QueueKey], int]
+
+
+class QueueStarts(Protocol):
+    """Where the window's part of a queue begins (may ask the brokers; never called under a lock)."""
+
+    def initial(self, key: QueueKey) -> int:
+        """The start of a queue the window takes: the group's committed offset, else per consume_from_where."""
+        ...
+
+    def floor(self, key: QueueKey) -> int:
+        """Below this offset the queue's messages are in another window (committed) or gone (min offset)."""
+        ...
 
 
 class WindowCollector:
-    """Thread-safe frontier bookkeeping; `offer` runs on the consumer's listener thread."""
+    """Thread-safe start and frontier bookkeeping; batches are offered from the consumer's listener."""
 
     def __init__(
         self,
         high_water: Mapping[QueueKey, int],
         *,
         sink: Sink,
+        starts: QueueStarts,
         tags: frozenset[str] | None = None,
         max_messages: int | None = None,
         max_bytes: int | None = None,
-        resolve_start: Resolver | None = None,
-        resolve_floor: Resolver | None = None,
     ) -> None:
         self._high_water = dict(high_water)
         self._sink = sink
+        self._starts = starts
         self._tags = tags
         self._max_messages = max_messages
         self._max_bytes = max_bytes
-        self._resolve_start = resolve_start
-        self._resolve_floor = resolve_floor
         self._queues: dict[QueueKey, _QueueState] = {}
         # `with self._lock` (a C-level enter) where only mutual exclusion is needed: `with` on the
         # Condition goes through its Python-level __enter__/__exit__, twice per pulled batch
@@ -113,17 +121,28 @@ class WindowCollector:
         self._inflight = 0  # offers between admission and the end of their sink call
         self.error: BaseException | None = None
 
-    # -- fed by the window runner (main thread) -------------------------------------------------
-    def high_water(self, key: QueueKey) -> int:
-        return self._high_water[key]
+    # -- asked by the window runner (main thread) -----------------------------------------------
+    def take_queues(self, keys: Iterable[QueueKey]) -> None:
+        """The consumer owns ``keys``: each one without a start yet gets its initial start."""
+        for key in keys:
+            if not self._has_start(key):
+                self._move_start(key, self._starts.initial(key))
 
-    def known(self, key: QueueKey) -> bool:
+    def refresh_floors(self, keys: Iterable[QueueKey]) -> None:
+        """Re-read the floor of every incomplete queue of ``keys`` (admin round trips): another member
+        may have committed a queue past the frontier meanwhile, or the broker trimmed it, and the
+        consumer then starts later than assumed. The frontier moves up to the floor (a gap)."""
+        for key in keys:
+            if self._has_start(key) and not self.complete((key,)):  # no start yet: take_queues sets it
+                self._move_start(key, self._starts.floor(key))
+
+    def _has_start(self, key: QueueKey) -> bool:
         with self._lock:
             return key in self._queues
 
-    def set_start(self, key: QueueKey, start: int) -> None:
-        """Declare where ``key``'s part of the window begins; later calls only move the frontier up
-        (offsets below ``start`` were committed by someone else meanwhile, or are gone)."""
+    def _move_start(self, key: QueueKey, start: int) -> None:
+        """The first call sets where ``key``'s part of the window begins; later ones only move the
+        frontier up (offsets below ``start`` were committed by someone else meanwhile, or are gone)."""
         with self._cond:
             hw = self._high_water[key]
             start = min(start, hw)
@@ -159,15 +178,17 @@ class WindowCollector:
             self._closed = True
             self._notify()
 
-    # -- fed by the consumer's listener thread ----------------------------------------------------
+    # -- fed by the consumer's listener ------------------------------------------------------------
     def offer(self, batch: ColumnBatch) -> None:
-        """Admit what of ``batch`` continues its queue's frontier, within the bounds; stage it."""
-        if not self.offer_usual(batch):
-            self._offer_resolving((batch.mq.broker_name, batch.mq.queue_id), batch)
+        """Admit what of ``batch`` continues its queue's frontier, within the bounds; stage it. May ask
+        `QueueStarts` (a queue's first batch, a gap): call it where blocking is allowed."""
+        if not self.try_offer(batch):
+            self._resolve_and_offer((batch.mq.broker_name, batch.mq.queue_id), batch)
 
-    def offer_usual(self, batch: ColumnBatch) -> bool:
-        """`offer` for the usual batch, whose queue has its start and which leaves no gap; False,
-        having done nothing, for a batch that needs the resolvers (admin round trips): then `offer`."""
+    def try_offer(self, batch: ColumnBatch) -> bool:
+        """`offer` ``batch`` if that needs no admin round trip (its queue has a start and it leaves no
+        gap: the usual batch); else return False having done nothing, and the caller `offer`s it
+        where blocking is allowed."""
         key = (batch.mq.broker_name, batch.mq.queue_id)
         if key not in self._high_water:
             return True  # a queue created after the snapshot is not part of this window
@@ -192,17 +213,17 @@ class WindowCollector:
                 if self._closed:  # only `close` waits for this; anyone else is woken by `_notify`
                     self._cond.notify_all()
 
-    def _offer_resolving(self, key: QueueKey, batch: ColumnBatch) -> None:
+    def _resolve_and_offer(self, key: QueueKey, batch: ColumnBatch) -> None:
         """`offer` for a queue without a start yet, or a batch past its frontier (a gap)."""
-        if not self.known(key) and self._resolve_start is not None:
-            self.set_start(key, self._resolve_start(key))
+        if not self._has_start(key):
+            self._move_start(key, self._starts.initial(key))
         with self._cond:
             state = self._queues.get(key)
             if state is None or self._closed:
                 return
             gap = batch.first_offset > state.frontier and batch.last_offset >= state.frontier
-        if gap and self._resolve_floor is not None:
-            self.set_start(key, self._resolve_floor(key))
+        if gap:
+            self._move_start(key, self._starts.floor(key))
         with self._lock:
             if self._closed:
                 return
@@ -213,6 +234,7 @@ class WindowCollector:
         self._stage(admitted)
 
     def _admit(self, key: QueueKey, state: _QueueState, batch: ColumnBatch) -> ColumnBatch | None:
+        """What of ``batch`` the window takes (None: nothing), counted and the frontier moved; under the lock."""
         frontier = state.frontier
         offsets = batch.queue_offsets
         if state.complete or batch.last_offset < frontier:
@@ -223,44 +245,50 @@ class WindowCollector:
             state.settled_at_gap = True
             self._notify()
             return None
-        tags = self._tags
-        count = batch.count
-        if (tags is None and self._max_bytes is None and offsets[0] == frontier
+        if not (self._tags is None and self._max_bytes is None and offsets[0] == frontier
                 and batch.last_offset < state.high_water):
-            # the common case, in O(1): the batch continues the frontier; only max_messages may cut it
-            take_n = count
-            if self._max_messages is not None:
-                take_n = min(count, self._max_messages - self._staged)
-                if take_n < count:
-                    self._bound_reached = True
-            if take_n <= 0:
-                return None
-            size = batch.body_bytes if take_n == count else sum(batch.body_sizes[:take_n])
-            self._staged += take_n
-            self._staged_bytes += size
-            state.messages += take_n
-            state.bytes += size
-            if self._max_messages is not None and self._staged >= self._max_messages:
+            return self._admit_filtered(state, batch)
+        # the common case, in O(1): the batch continues the frontier; only max_messages may cut it
+        count = batch.count
+        take_n = count
+        if self._max_messages is not None:
+            take_n = min(count, self._max_messages - self._staged)
+            if take_n < count:
                 self._bound_reached = True
-            state.frontier = offsets[take_n] if take_n < count else batch.last_offset + 1
-            self._notify(wake=state.complete or self._bound_reached)
-            return batch if take_n == count else batch.select(range(take_n))
-        # the part continuing the frontier, below the high-water mark (the consumer's stop offsets
-        # should already guarantee the latter)
+        if take_n <= 0:
+            return None
+        size = batch.body_bytes if take_n == count else sum(batch.body_sizes[:take_n])
+        self._staged += take_n
+        self._staged_bytes += size
+        state.messages += take_n
+        state.bytes += size
+        if self._max_messages is not None and self._staged >= self._max_messages:
+            self._bound_reached = True
+        state.frontier = offsets[take_n] if take_n < count else batch.last_offset + 1
+        self._notify(wake=state.complete or self._bound_reached)
+        return batch if take_n == count else batch.select(range(take_n))
+
+    def _admit_filtered(self, state: _QueueState, batch: ColumnBatch) -> ColumnBatch | None:
+        """`_admit` message by message: a tag filter, ``max_bytes``, an overlap with the frontier or
+        offsets past the high-water mark (which the consumer's stop offsets should already prevent)."""
+        frontier = state.frontier
+        offsets = batch.queue_offsets
         idx = [i for i, off in enumerate(offsets) if frontier <= off < state.high_water]
-        if tags is not None:
+        if self._tags is not None:
             all_tags = batch.tags()
-            matching = [i for i in idx if all_tags[i] in tags]
+            matching = [i for i in idx if all_tags[i] in self._tags]
         else:
             matching = idx
         take = []
         covered = offsets[idx[-1]] + 1 if idx else frontier
         sizes = batch.body_sizes
+        max_messages, max_bytes = self._max_messages, self._max_bytes
         for i in matching:
             size = sizes[i]
-            if self._max_messages is not None and self._staged >= self._max_messages or self._max_bytes is not None and self._staged_bytes + size > self._max_bytes and self._staged:
+            # max_bytes never stops the window before its first message
+            if self._bound_reached or (max_messages is not None and self._staged >= max_messages) \
+                    or (max_bytes is not None and self._staged_bytes + size > max_bytes and self._staged):
                 self._bound_reached = True
-            if self._bound_reached:
                 covered = offsets[i]  # everything before this message is accounted for
                 break
             take.append(i)
@@ -268,9 +296,8 @@ class WindowCollector:
             self._staged_bytes += size
             state.messages += 1
             state.bytes += size
-        if not self._bound_reached and (
-                (self._max_messages is not None and self._staged >= self._max_messages)
-                or (self._max_bytes is not None and self._staged_bytes >= self._max_bytes)):
+        if (max_messages is not None and self._staged >= max_messages) \
+                or (max_bytes is not None and self._staged_bytes >= max_bytes):
             self._bound_reached = True
         state.frontier = max(frontier, covered)
         # progress is counted, but the runner is only woken when its decision may change

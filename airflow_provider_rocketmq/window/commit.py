@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from airflow_provider_rocketmq.client.errors import RocketMQError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.window.manifest import WindowManifest, read_manifest
 
 log = logging.getLogger(__name__)

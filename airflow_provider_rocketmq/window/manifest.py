@@ -1,17 +1,16 @@
-"""Window manifest (version 1) and durable Parquet staging.
+"""The window manifest (version 1): the one owner of the hand-off format from a window to the load.
 
-A bounded window is handed from the Airflow operator to the Spark load as a
-directory holding Parquet files plus ``manifest.json`` describing them (layout in
-docs/CONTRACTS.md, "Airflow layer"). This module is the single owner of that
-format: dataclasses, atomic write, read, validation and the staged Parquet schema.
-
-It imports neither Airflow nor Spark (the Spark driver imports it). pyarrow is
-imported lazily so that reading and validating a manifest works without it; only
-writing Parquet and the row-count check need it.
+A bounded window is handed to the Spark load as ``manifest.json`` plus, for a staged window, the
+Parquet files it lists (an offsets window lists none: the load reads its ranges from the brokers).
+This module holds the dataclasses, the atomic write, the read, the validation (`validate_manifest`)
+and the staged Parquet schema. It imports neither Airflow nor Spark (the Spark driver imports it);
+pyarrow is imported lazily, so reading and validating a manifest works without it (only writing
+Parquet and the row-count check need it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,13 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_rocketmq.client.errors import RocketMQError
+from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
 from airflow_provider_rocketmq.window.staging import StagingLocation, fsync_dir, is_url
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_provider_rocketmq.client.message import MessageExt
+    from airflow_provider_rocketmq.client.protocol.message import MessageExt
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -192,10 +191,8 @@ def _atomic_write(target: Path, write: Any) -> None:
             os.close(fd)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(target.parent)
 
@@ -291,6 +288,19 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
     """
     location = base_dir if isinstance(base_dir, StagingLocation) else StagingLocation(base_dir)
     where = path if path is not None else location.location
+    _check_header(manifest, where)
+    seen: set[tuple[str, int]] = set()
+    for i, q in enumerate(manifest.queues):
+        _check_queue(q, f"queues[{i}]", seen, where)
+    _check_totals(manifest, where)
+    paths: set[str] = set()
+    for i, fe in enumerate(manifest.files):
+        _check_file_entry(fe, f"files[{i}]", paths, where)
+        if verify_files:
+            _verify_file(location, fe, f"files[{i}]", where)
+
+
+def _check_header(manifest: WindowManifest, where: Any) -> None:
     if manifest.version != MANIFEST_VERSION:
         raise ManifestError("version", f"unsupported manifest version {manifest.version!r}", path=where)
     for name in ("window_id", "topic", "consumer_group"):
@@ -302,33 +312,36 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
     for name in ("messages", "bytes"):
         if getattr(manifest, name) < 0:
             raise ManifestError(name, "must be >= 0", path=where)
-    seen: set[tuple[str, int]] = set()
-    for i, q in enumerate(manifest.queues):
-        f = f"queues[{i}]"
-        if not q.broker:
-            raise ManifestError(f + ".broker", "must not be empty", path=where)
-        if q.queue_id < 0:
-            raise ManifestError(f + ".queue_id", "must be >= 0", path=where)
-        if (q.broker, q.queue_id) in seen:
-            raise ManifestError(f, f"queue {q.broker}:{q.queue_id} listed twice", path=where)
-        seen.add((q.broker, q.queue_id))
-        if q.start_offset < 0:
-            raise ManifestError(f + ".start_offset", "must be >= 0", path=where)
-        if q.end_offset < q.start_offset:
-            raise ManifestError(f + ".end_offset", f"{q.end_offset} < start_offset {q.start_offset}",
-                                path=where)
-        if q.high_water < q.end_offset:
-            raise ManifestError(f + ".high_water", f"{q.high_water} < end_offset {q.end_offset}", path=where)
-        prev = q.start_offset
-        for j, (lo, hi) in enumerate(q.gaps):
-            if not prev <= lo < hi <= q.end_offset:
-                raise ManifestError(f"{f}.gaps[{j}]", f"[{lo}, {hi}) must be non-empty, sorted, disjoint and "
-                                    f"inside [{q.start_offset}, {q.end_offset})", path=where)
-            prev = hi
-        own = q.end_offset - q.start_offset - sum(hi - lo for lo, hi in q.gaps)
-        if not 0 <= q.messages <= own:
-            raise ManifestError(f + ".messages", f"{q.messages} outside 0..{own} "
-                                "(end_offset - start_offset - gaps)", path=where)
+
+
+def _check_queue(q: QueueRange, f: str, seen: set[tuple[str, int]], where: Any) -> None:
+    """One queue's range; ``seen``: the queues before it (one is added)."""
+    if not q.broker:
+        raise ManifestError(f + ".broker", "must not be empty", path=where)
+    if q.queue_id < 0:
+        raise ManifestError(f + ".queue_id", "must be >= 0", path=where)
+    if (q.broker, q.queue_id) in seen:
+        raise ManifestError(f, f"queue {q.broker}:{q.queue_id} listed twice", path=where)
+    seen.add((q.broker, q.queue_id))
+    if q.start_offset < 0:
+        raise ManifestError(f + ".start_offset", "must be >= 0", path=where)
+    if q.end_offset < q.start_offset:
+        raise ManifestError(f + ".end_offset", f"{q.end_offset} < start_offset {q.start_offset}", path=where)
+    if q.high_water < q.end_offset:
+        raise ManifestError(f + ".high_water", f"{q.high_water} < end_offset {q.end_offset}", path=where)
+    prev = q.start_offset
+    for j, (lo, hi) in enumerate(q.gaps):
+        if not prev <= lo < hi <= q.end_offset:
+            raise ManifestError(f"{f}.gaps[{j}]", f"[{lo}, {hi}) must be non-empty, sorted, disjoint and "
+                                f"inside [{q.start_offset}, {q.end_offset})", path=where)
+        prev = hi
+    own = q.end_offset - q.start_offset - sum(hi - lo for lo, hi in q.gaps)
+    if not 0 <= q.messages <= own:
+        raise ManifestError(f + ".messages", f"{q.messages} outside 0..{own} "
+                            "(end_offset - start_offset - gaps)", path=where)
+
+
+def _check_totals(manifest: WindowManifest, where: Any) -> None:
     if manifest.handoff not in HANDOFFS:
         raise ManifestError("handoff", f"must be one of {', '.join(HANDOFFS)}, got {manifest.handoff!r}", path=where)
     if manifest.handoff == HANDOFF_OFFSETS and (manifest.files or manifest.messages or manifest.bytes
@@ -342,22 +355,21 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
     row_total = sum(fe.rows for fe in manifest.files)
     if row_total != manifest.messages:
         raise ManifestError("messages", f"{manifest.messages} != sum of file rows {row_total}", path=where)
-    paths: set[str] = set()
-    for i, fe in enumerate(manifest.files):
-        f = f"files[{i}]"
-        rel = Path(fe.path)
-        if not fe.path or rel.is_absolute() or ".." in rel.parts or "://" in fe.path:
-            raise ManifestError(f + ".path", f"{fe.path!r} must be a relative path inside the window "
-                                "directory", path=where)
-        if fe.path in paths:
-            raise ManifestError(f + ".path", f"{fe.path!r} listed twice", path=where)
-        paths.add(fe.path)
-        if fe.rows < 0 or fe.bytes < 0:
-            raise ManifestError(f + (".rows" if fe.rows < 0 else ".bytes"), "must be >= 0", path=where)
-        if len(fe.sha256) != 64 or any(c not in "0123456789abcdef" for c in fe.sha256):
-            raise ManifestError(f + ".sha256", "must be 64 lowercase hex digits", path=where)
-        if verify_files:
-            _verify_file(location, fe, f, where)
+
+
+def _check_file_entry(fe: FileEntry, f: str, paths: set[str], where: Any) -> None:
+    """One file's entry (not the file); ``paths``: those of the entries before it (one is added)."""
+    rel = Path(fe.path)
+    if not fe.path or rel.is_absolute() or ".." in rel.parts or "://" in fe.path:
+        raise ManifestError(f + ".path", f"{fe.path!r} must be a relative path inside the window "
+                            "directory", path=where)
+    if fe.path in paths:
+        raise ManifestError(f + ".path", f"{fe.path!r} listed twice", path=where)
+    paths.add(fe.path)
+    if fe.rows < 0 or fe.bytes < 0:
+        raise ManifestError(f + (".rows" if fe.rows < 0 else ".bytes"), "must be >= 0", path=where)
+    if len(fe.sha256) != 64 or any(c not in "0123456789abcdef" for c in fe.sha256):
+        raise ManifestError(f + ".sha256", "must be 64 lowercase hex digits", path=where)
 
 
 def _verify_file(location: StagingLocation, fe: FileEntry, f: str, where: Any) -> None:
@@ -393,13 +405,13 @@ STAGED_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags
 
 
 def staged_schema() -> pa.Schema:
-    """The staged Parquet schema: `MESSAGE_SCHEMA` (client/columnar.py) + ``window_id``;
+    """The staged Parquet schema: `MESSAGE_SCHEMA` (client/protocol/columnar.py) + ``window_id``;
     `STAGED_SCHEMA` is the same object."""
     global _SCHEMA
     if _SCHEMA is None:
         import pyarrow as pa
 
-        from airflow_provider_rocketmq.client.columnar import message_schema
+        from airflow_provider_rocketmq.client.protocol.columnar import message_schema
 
         _SCHEMA = message_schema().append(pa.field("window_id", pa.string(), nullable=False))
     return _SCHEMA

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from airflow_provider_rocketmq.client.terminal import format_bytes, format_seconds
 from airflow_provider_rocketmq.window.collector import QueueKey, QueueSlice, WindowCollector
 
 Clock = Callable[[], float]
@@ -232,3 +231,23 @@ class WindowProgress:
 def _rate(per_second: float) -> str:
     """``39,167``, ``2.5``: a slow window's rate keeps a decimal instead of rounding to 0."""
     return f"{per_second:,.0f}" if per_second >= 10 else f"{per_second:.1f}"
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 MiB``, ``12 B``: binary units, one decimal."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_seconds(s: float | None) -> str:
+    """``45 s``, ``1 min 05 s``, ``2 h 03 min``; None -> ``unknown``."""
+    if s is None:
+        return "unknown"
+    s = round(s)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"

@@ -14,8 +14,8 @@ import logging
 from collections import defaultdict
 from typing import Protocol
 
-from airflow_provider_rocketmq.client.errors import ConnectionClosedError, RequestTimeoutError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.errors import ConnectionClosedError, RequestTimeoutError
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,7 @@ def reachable_high_water_marks(admin: MarksAdmin, topic: str) -> tuple[dict[Mess
     by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
     for mq in qa.topic_queues(topic):
         by_broker[mq.broker_name].append(mq)
-    unreachable: dict[str, str] = {}
-    error: Exception | None = None
-    for broker, queues in sorted(by_broker.items()):
-        try:
-            qa.max_offset(queues[0])
-        except UNREACHABLE as exc:
-            unreachable[broker], error = str(exc), exc
+    unreachable, error = _probe(qa, by_broker)
     if not unreachable:
         try:
             return qa.high_water_marks(topic), {}  # every queue in one concurrent round
@@ -63,12 +57,9 @@ def reachable_high_water_marks(admin: MarksAdmin, topic: str) -> tuple[dict[Mess
         if broker in unreachable:
             continue
         try:
-            for mq in queues:
-                marks[mq] = qa.max_offset(mq)
+            marks.update({mq: qa.max_offset(mq) for mq in queues})
         except UNREACHABLE as exc:
             unreachable[broker], error = str(exc), exc
-            for mq in queues:
-                marks.pop(mq, None)
     if not marks and error is not None:
         raise error  # no broker answers
     if unreachable:
@@ -76,3 +67,15 @@ def reachable_high_water_marks(admin: MarksAdmin, topic: str) -> tuple[dict[Mess
                     "(not staged, not committed)", topic, ", ".join(sorted(unreachable)),
                     "; ".join(f"{b}: {e}" for b, e in sorted(unreachable.items())))
     return marks, unreachable
+
+
+def _probe(qa: QueueAdmin, by_broker: dict[str, list[MessageQueue]]) -> tuple[dict[str, str], Exception | None]:
+    """``{broker: error}`` of the brokers whose first queue's mark cannot be read, and the last error."""
+    unreachable: dict[str, str] = {}
+    error: Exception | None = None
+    for broker, queues in sorted(by_broker.items()):
+        try:
+            qa.max_offset(queues[0])
+        except UNREACHABLE as exc:
+            unreachable[broker], error = str(exc), exc
+    return unreachable, error

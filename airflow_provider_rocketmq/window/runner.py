@@ -1,24 +1,17 @@
 """Consume one bounded window with a push consumer and stage it as it goes (no Airflow imports).
 
-Steps (ARCHITECTURE.md, "Bounded windows and hand-off"):
+`run_window`: snapshot every queue's high-water mark (the consumer's stop offsets: it never pulls
+past them); run a push consumer of the group (no offset commits; a batch listener with the
+columnar decoder) until every queue it owns reached its mark or a bound (messages, bytes,
+duration) is hit, each queue's contiguous prefix streamed to Parquet part files as it advances
+(collector.py, writer.py: memory holds the consumer's caches, the writer's bounded queue and one
+row group, whatever the window's size); publish the last part file, then write the manifest - the
+commit point (staging.py: fsync and rename locally, one completed upload on an object store; part
+files without a manifest are never trusted); then commit the manifest's end offsets if asked.
 
-1. snapshot the high-water mark (max offset) of every queue of the topic; they become
-   the consumer's stop offsets, so it never pulls past them;
-2. run a push consumer of the group (``enable_offset_commit=False``, batch listener
-   with the columnar decoder) until every queue it owns reached its mark, or a bound
-   (messages, bytes, duration) is hit. Each queue's contiguous prefix is streamed to
-   Parquet part files by a writer thread as it advances (`collector.py`, `writer.py`):
-   memory holds the consumer's flow-control caches, the writer's bounded queue and one
-   row group, whatever the size of the window;
-3. publish the last part file, then write the manifest: the commit point. Locally a
-   file is fsynced and renamed into place, on an object store it appears when its upload
-   completes (`staging.py`); part files without a manifest are never trusted;
-4. optionally commit the manifest's end offsets (never backwards), then shut down.
-
-A re-run with the same staging location finds the manifest already written and
-returns it (committing again if asked); without a manifest it removes the earlier
-attempt's part files and consumes again. What is committed was staged first, so
-nothing is lost as long as the staging location keeps what was written to it.
+A re-run with the same staging location finds the manifest and returns it (committing again if
+asked); without one it removes the earlier attempt's part files and consumes again. What is
+committed was staged first, so nothing is lost while the staging location keeps what was written.
 """
 
 from __future__ import annotations
@@ -33,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from airflow_provider_rocketmq.client.columnar import ColumnBatch, decode_columns
-from airflow_provider_rocketmq.client.config import RETRY_PREFIX
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumeStatus
-from airflow_provider_rocketmq.client.errors import ConfigError, RocketMQError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, decode_columns
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError, RocketMQError
+from airflow_provider_rocketmq.client.protocol.names import RETRY_PREFIX
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.window.collector import (
     QueueKey,
     QueueSlice,
@@ -57,11 +50,12 @@ from airflow_provider_rocketmq.window.manifest import (
 from airflow_provider_rocketmq.window.progress import ProgressHook
 from airflow_provider_rocketmq.window.reach import UNREACHABLE, reachable_high_water_marks
 from airflow_provider_rocketmq.window.staging import StagingLocation
+from airflow_provider_rocketmq.window.starts import AdminStarts, GroupStart
 from airflow_provider_rocketmq.window.writer import PART_PREFIX, PART_SUFFIX, StagingWriter
 
 log = logging.getLogger(__name__)
 
-_RECHECK_STALLED = 2.0  # seconds between re-reads of the start offset of a queue that does not progress
+_RECHECK_FLOORS = 2.0  # seconds between re-reads of the floors of the queues not complete yet
 
 
 class WindowAdmin(OffsetAdmin, Protocol):
@@ -204,27 +198,26 @@ def run_window(
     window_id = spec.window_id or new_window_id()
     # a broker that does not answer is left out: its queues wait for the next window (window/reach.py)
     hwm_by_mq, _unreachable = reachable_high_water_marks(admin, spec.topic)
-    queues = {(mq.broker_name, mq.queue_id): mq for mq in hwm_by_mq}
     log.info("window %s: high-water marks of %s: %s", window_id, spec.topic,
              {str(mq): off for mq, off in sorted(hwm_by_mq.items())})
     _clear_leftovers(staging)
     writer = StagingWriter(staging, window_id, rows_per_file=spec.rows_per_file,
                            row_group_bytes=spec.row_group_bytes, queue_bytes=spec.queue_bytes).start()
     collector = WindowCollector(
-        {(mq.broker_name, mq.queue_id): off for mq, off in hwm_by_mq.items()},
+        {_key(mq): off for mq, off in hwm_by_mq.items()},
         sink=writer.put,
+        starts=AdminStarts(admin, GroupStart(spec.consumer_group, spec.consume_from_where,
+                                             spec.consume_timestamp_ms), hwm_by_mq),
         tags=parse_tag_expression(spec.expression),
         max_messages=spec.max_messages,
         max_bytes=spec.max_bytes,
-        resolve_start=lambda key: _initial_offset(spec, admin, queues[key], hwm_by_mq[queues[key]]),
-        resolve_floor=lambda key: _floor(spec, admin, queues[key]),
     )
     consumer = None
     try:
         if progress is not None:
             progress.attach(collector)
         try:
-            consumer = _consume(spec, admin, consumer_factory, collector, writer, queues, hwm_by_mq, cancel,
+            consumer = _consume(spec, admin, consumer_factory, collector, writer, hwm_by_mq, cancel,
                                 progress.tick if progress is not None else _no_tick)
         finally:
             if progress is not None:
@@ -273,8 +266,8 @@ def _check_cancel(cancel: threading.Event | None) -> None:
         raise WindowCancelledError("the window was cancelled: no manifest written, nothing committed")
 
 
-class _Room:
-    """Waits, on an event loop, until the writer takes a batch without blocking (`reserve_room`)."""
+class _WriterRoom:
+    """Waits, on an event loop, until the writer's queue has room for a batch (`reserve_room`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -303,7 +296,7 @@ async def _in_thread(fn: Callable[[ColumnBatch], None], batch: ColumnBatch) -> N
     def run() -> None:
         try:
             fn(batch)
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting listener
+        except BaseException as exc:
             loop.call_soon_threadsafe(_settle_future, fut, exc)
         else:
             loop.call_soon_threadsafe(_settle_future, fut, None)
@@ -322,12 +315,39 @@ def _settle_future(fut: asyncio.Future[None], exc: BaseException | None) -> None
 
 
 def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFactory,
-             collector: WindowCollector, writer: StagingWriter, queues: dict[QueueKey, MessageQueue],
-             hwm_by_mq: dict[MessageQueue, int], cancel: threading.Event | None,
-             tick: Callable[[], None]) -> Any:
+             collector: WindowCollector, writer: StagingWriter, hwm_by_mq: dict[MessageQueue, int],
+             cancel: threading.Event | None, tick: Callable[[], None]) -> Any:
     """Run the consumer until the window is complete; returns it suspended (None: nothing to read)."""
+    if not hwm_by_mq:
+        return None  # a topic without queues: nothing to read
+    assignment = _Assignment(collector)
+    consumer = consumer_factory(_listener(collector, writer))
+    try:  # from here on, every way out shuts the consumer down (or returns it to the caller, who does)
+        consumer.on_assignment(assignment)
+        # the consumer never pulls a queue past its high-water mark (nor trims a batch after it)
+        consumer.set_stop_offsets(dict(hwm_by_mq))
+        if spec.settle_time > 0:
+            consumer.suspend()  # heartbeats register the member; no rebalance until resume()
+        consumer.start()
+        if spec.settle_time > 0:
+            _settle(spec, admin, cancel)
+            consumer.resume()
+        _wait_until_done(spec, collector, assignment, {_key(mq) for mq in hwm_by_mq}, cancel, tick)
+        # pull nothing more (every queue stops at what the window took), but stay a member, still
+        # holding the queues: a sibling must not take them over (and re-read them from the old
+        # committed offsets) before this window is committed
+        frontiers = collector.frontiers()
+        consumer.set_stop_offsets({mq: frontiers.get(_key(mq), hwm) for mq, hwm in hwm_by_mq.items()})
+        consumer.suspend()
+    except BaseException:
+        _shutdown_bounded(consumer, spec.shutdown_timeout)
+        raise
+    return consumer
 
-    room: _Room | None = None
+
+def _listener(collector: WindowCollector, writer: StagingWriter) -> Listener:
+    """The window's batch listener, run on the consumer's event loop."""
+    room: _WriterRoom | None = None
 
     async def listener(batch: ColumnBatch, ctx: Any) -> ConsumeStatus:
         # On the consumer's event loop: no consume thread to wake and no hand-off per batch, but
@@ -340,85 +360,92 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
         try:
             if not batch.mq.topic.startswith(RETRY_PREFIX):  # redeliveries of older windows are not ours
                 if room is None:
-                    room = _Room(asyncio.get_running_loop())
+                    room = _WriterRoom(asyncio.get_running_loop())
                 await room.wait(writer, batch.raw_bytes)
-                if not collector.offer_usual(batch):
+                if not collector.try_offer(batch):
                     await _in_thread(collector.offer, batch)
         except asyncio.CancelledError:
             raise  # the consumer is shutting down: this batch is not staged, so not in the window either
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the runner thread
+        except BaseException as exc:
             collector.fail(exc)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    if not queues:
-        return None  # a topic without queues: nothing to read
-    assignment = _Assignment(collector)
-    consumer = consumer_factory(listener)
-    try:  # from here on, every way out shuts the consumer down (or returns it to the caller, who does)
-        consumer.on_assignment(assignment)
-        # the consumer never pulls a queue past its high-water mark (nor trims a batch after it)
-        consumer.set_stop_offsets(dict(hwm_by_mq))
-        if spec.settle_time > 0:
-            consumer.suspend()  # heartbeats register the member; no rebalance until resume()
-        consumer.start()
-        if spec.settle_time > 0:
-            _settle(spec, admin, cancel)
-            consumer.resume()
-        started = time.monotonic()  # bounds count from the moment queues may be taken
-        deadline = started + spec.max_duration if spec.max_duration else None
-        last_recheck = last_progress = time.monotonic()
-        seen_version = collector.version
-        unreachable_until: dict[QueueKey, float] = {}
-        while True:
-            _check_cancel(cancel)
-            if collector.error is not None:
-                break
-            allocated = assignment.queues
-            owned = {k for k in allocated if k in queues} if allocated is not None else set()
-            for key in sorted(owned - _known(collector, queues)):
-                if time.monotonic() < unreachable_until.get(key, 0.0):
-                    continue
-                try:
-                    collector.set_start(key, _initial_offset(spec, admin, queues[key], collector.high_water(key)))
-                except UNREACHABLE as exc:  # its broker went away: the queue waits (idle_timeout ends the window)
-                    log.warning("%s: cannot read its start offset (%s); trying again later", queues[key], exc)
-                    unreachable_until[key] = time.monotonic() + _RECHECK_STALLED
-            tick()  # progress reports, once the queues just assigned count (cheap unless one is due)
-            now = time.monotonic()
-            if collector.bound_reached():
-                log.info("window bound reached (max_messages=%s, max_bytes=%s)", spec.max_messages,
-                         spec.max_bytes)
-                break
-            if allocated is not None and collector.complete(owned):
-                log.info("every owned queue reached its high-water mark: %s", sorted(owned))
-                break
-            if deadline is not None and now >= deadline:
-                log.info("max_duration %.1fs reached; staging what is contiguous", spec.max_duration)
-                break
-            if allocated is None and now - started >= spec.assignment_timeout:
-                log.warning("no queue assigned within %.0fs: staging an empty window", spec.assignment_timeout)
-                break
-            if collector.version != seen_version:
-                seen_version, last_progress = collector.version, now
-            elif allocated is not None and now - last_progress >= spec.idle_timeout:
-                log.warning("no progress for %.0fs (queues %s incomplete): staging what is contiguous",
-                            spec.idle_timeout, sorted(k for k in owned if not collector.complete((k,))))
-                break
-            if now - last_recheck >= _RECHECK_STALLED:
-                last_recheck = now
-                _recheck_starts(spec, admin, collector, queues, owned)
-            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
-            collector.wait_for_change(wait)
-        # pull nothing more (every queue stops at what the window took), but stay a member, still
-        # holding the queues: a sibling must not take them over (and re-read them from the old
-        # committed offsets) before this window is committed
-        frontiers = collector.frontiers()
-        consumer.set_stop_offsets({mq: frontiers.get(k, hwm_by_mq[mq]) for k, mq in queues.items()})
-        consumer.suspend()
-    except BaseException:
-        _shutdown_bounded(consumer, spec.shutdown_timeout)
-        raise
-    return consumer
+    return listener
+
+
+def _wait_until_done(spec: WindowSpec, collector: WindowCollector, assignment: _Assignment,
+                     window_queues: set[QueueKey], cancel: threading.Event | None, tick: Callable[[], None]) -> None:
+    """Until every owned queue is complete, or a bound, ``max_duration``, the assignment timeout or
+    the idle timeout ends the window, or the listener failed; the collector takes the queues the
+    consumer is assigned and re-checks their floors every `_RECHECK_FLOORS` seconds."""
+    started = time.monotonic()  # bounds count from the moment queues may be taken
+    deadline = started + spec.max_duration if spec.max_duration else None
+    last_recheck = last_progress = time.monotonic()
+    seen_version = collector.version
+    retry_at: dict[QueueKey, float] = {}
+    while True:
+        _check_cancel(cancel)
+        if collector.error is not None:
+            return
+        allocated = assignment.queues
+        owned = sorted(k for k in allocated if k in window_queues) if allocated is not None else []
+        _take_reachable(collector, owned, retry_at)
+        tick()  # progress reports, once the queues just assigned count (cheap unless one is due)
+        now = time.monotonic()
+        if _window_ends(spec, collector, owned, allocated is not None, now - started, deadline, now):
+            return
+        if collector.version != seen_version:
+            seen_version, last_progress = collector.version, now
+        elif allocated is not None and now - last_progress >= spec.idle_timeout:
+            log.warning("no progress for %.0fs (queues %s incomplete): staging what is contiguous",
+                        spec.idle_timeout, [k for k in owned if not collector.complete((k,))])
+            return
+        if now - last_recheck >= _RECHECK_FLOORS:
+            last_recheck = now
+            _refresh_reachable(collector, owned)
+        collector.wait_for_change(0.2 if deadline is None else max(0.0, min(0.2, deadline - now)))
+
+
+def _take_reachable(collector: WindowCollector, owned: list[QueueKey], retry_at: dict[QueueKey, float]) -> None:
+    """`WindowCollector.take_queues` queue by queue: a queue whose broker stopped answering since the
+    high-water marks were read waits (asked again after `_RECHECK_FLOORS` s; ``idle_timeout`` ends the
+    window if it never answers, staging what is contiguous)."""
+    now = time.monotonic()
+    for key in owned:
+        if now < retry_at.get(key, 0.0):
+            continue
+        try:
+            collector.take_queues((key,))
+        except UNREACHABLE as exc:
+            log.warning("%s:%d: cannot read its start offset (%s); trying again later", key[0], key[1], exc)
+            retry_at[key] = now + _RECHECK_FLOORS
+
+
+def _refresh_reachable(collector: WindowCollector, owned: list[QueueKey]) -> None:
+    """`WindowCollector.refresh_floors` queue by queue, so one silent broker does not stop the others'."""
+    for key in owned:
+        try:
+            collector.refresh_floors((key,))
+        except UNREACHABLE as exc:  # what is contiguous stays; idle_timeout ends the window if it stays silent
+            log.warning("%s:%d: cannot re-read its committed offset (%s)", key[0], key[1], exc)
+
+
+def _window_ends(spec: WindowSpec, collector: WindowCollector, owned: list[QueueKey], assigned: bool,
+                 elapsed: float, deadline: float | None, now: float) -> bool:
+    """Whether a bound, completion, ``max_duration`` or the assignment timeout ends the window (logged)."""
+    if collector.bound_reached():
+        log.info("window bound reached (max_messages=%s, max_bytes=%s)", spec.max_messages, spec.max_bytes)
+        return True
+    if assigned and collector.complete(owned):
+        log.info("every owned queue reached its high-water mark: %s", owned)
+        return True
+    if deadline is not None and now >= deadline:
+        log.info("max_duration %.1fs reached; staging what is contiguous", spec.max_duration)
+        return True
+    if not assigned and elapsed >= spec.assignment_timeout:
+        log.warning("no queue assigned within %.0fs: staging an empty window", spec.assignment_timeout)
+        return True
+    return False
 
 
 def _no_tick() -> None:
@@ -437,7 +464,7 @@ def _shutdown_bounded(consumer: Any, timeout: float) -> None:
     def run() -> None:
         try:
             consumer.shutdown()
-        except BaseException as exc:  # noqa: BLE001 - reported below, from the caller thread
+        except BaseException as exc:
             error.append(exc)
 
     worker = threading.Thread(target=run, name="rocketmq-window-shutdown", daemon=True)
@@ -466,43 +493,6 @@ def _settle(spec: WindowSpec, admin: WindowAdmin, cancel: threading.Event | None
 
 def _key(mq: MessageQueue) -> QueueKey:
     return (mq.broker_name, mq.queue_id)
-
-
-def _known(collector: WindowCollector, queues: dict[QueueKey, MessageQueue]) -> set[QueueKey]:
-    return {k for k in queues if collector.known(k)}
-
-
-def _initial_offset(spec: WindowSpec, admin: WindowAdmin, mq: MessageQueue, high_water: int) -> int:
-    """Where the consumer starts reading ``mq``: the committed offset, else per consume_from_where."""
-    committed = admin.committed_offset(spec.consumer_group, mq)
-    low = admin.min_offset(mq)
-    if committed >= 0:
-        return max(committed, low)
-    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-        return low
-    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-        assert spec.consume_timestamp_ms is not None
-        return admin.search_offset(mq, spec.consume_timestamp_ms)
-    return high_water  # a new group reading from the last offset has nothing in this window
-
-
-def _floor(spec: WindowSpec, admin: WindowAdmin, mq: MessageQueue) -> int:
-    """Below this offset a queue's messages are in another window (committed) or gone (min offset)."""
-    return max(admin.committed_offset(spec.consumer_group, mq), admin.min_offset(mq))
-
-
-def _recheck_starts(spec: WindowSpec, admin: WindowAdmin, collector: WindowCollector,
-                    queues: dict[QueueKey, MessageQueue], owned: set[QueueKey]) -> None:
-    """Re-read the floor of every incomplete owned queue (two admin calls each, every
-    ``_RECHECK_STALLED`` seconds): a queue may have been committed past our frontier by another
-    member (or trimmed by the broker), and the consumer then starts later than we assumed."""
-    for key in sorted(owned):
-        if collector.complete((key,)) or not collector.known(key):
-            continue
-        try:
-            collector.set_start(key, _floor(spec, admin, queues[key]))
-        except UNREACHABLE as exc:  # the broker went away mid-window: what is contiguous stays, idle_timeout ends it
-            log.warning("%s: cannot re-read its committed offset (%s)", queues[key], exc)
 
 
 # -- staging -----------------------------------------------------------------------------------------

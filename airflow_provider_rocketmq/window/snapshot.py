@@ -1,19 +1,12 @@
-"""The offsets hand-off: a window as queue ranges only, for Spark to read from the brokers.
+"""The offsets hand-off: a window as queue ranges only, for Spark to read from the brokers (no Airflow).
 
-``RocketMQConsumeWindowOperator(handoff="offsets")`` calls `snapshot_window`: per queue of
-the topic it records ``[start, high-water mark)`` in a manifest (``handoff: "offsets"``, no
-files) without consuming a message, where ``start`` is the group's committed offset (raised
-to the queue's min offset if retention passed it, with a warning), or for a queue the group
-never committed, the offset ``consume_from_where`` gives (first offset, timestamp, or the
-high-water mark for "last"). ``max_messages`` caps the window's offsets, shared out in
-proportion to each queue's backlog. The Spark job reads the ranges through the ``rocketmq``
-data source (``option("manifest", path)``); `RocketMQCommitWindowOperator` commits the ends
-after the load, exactly as for a staged window.
-
-What holds: the window covers every offset of its ranges once; the messages are read by
-Spark later, so they must still be on the brokers then (otherwise the data source's
-``failOnDataLoss`` decides). A re-run of the task returns the manifest it wrote before.
-No Airflow here (the operator is in ``operators/window.py``).
+`snapshot_window` records per queue of the topic ``[start, high-water mark)`` in a manifest
+(``handoff: "offsets"``, no files) without consuming a message; ``start`` as for a consumed window
+(window/starts.py). ``max_messages`` caps the window's offsets, shared out in proportion to each
+queue's backlog. The load reads the ranges through the ``rocketmq`` data source, and the end offsets
+are committed after it, as for a staged window. The window covers every offset of its ranges once;
+the messages must still be on the brokers when Spark reads them (else the data source's
+``failOnDataLoss`` decides). A re-run returns the manifest written before.
 """
 
 from __future__ import annotations
@@ -24,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
-from airflow_provider_rocketmq.client.errors import ConfigError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.window.collector import parse_tag_expression
 from airflow_provider_rocketmq.window.manifest import (
     HANDOFF_OFFSETS,
@@ -40,20 +33,15 @@ from airflow_provider_rocketmq.window.manifest import (
 from airflow_provider_rocketmq.window.reach import reachable_high_water_marks
 from airflow_provider_rocketmq.window.runner import WindowResult
 from airflow_provider_rocketmq.window.staging import StagingLocation
+from airflow_provider_rocketmq.window.starts import GroupStart, StartAdmin, initial_offset
 
 log = logging.getLogger(__name__)
 
 
-class SnapshotAdmin(Protocol):
+class SnapshotAdmin(StartAdmin, Protocol):
     """The part of `Admin` a snapshot needs."""
 
     def high_water_marks(self, topic: str) -> dict[MessageQueue, int]: ...
-
-    def committed_offset(self, group: str, mq: MessageQueue) -> int: ...
-
-    def min_offset(self, mq: MessageQueue) -> int: ...
-
-    def search_offset(self, mq: MessageQueue, ts: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -81,23 +69,6 @@ class OffsetsWindow:
             raise ConfigError("max_messages", f"must be a positive integer, got {m!r}")
         if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and self.consume_timestamp_ms is None:
             raise ConfigError("consume_timestamp_ms", "needed with CONSUME_FROM_TIMESTAMP")
-
-
-def _start(spec: OffsetsWindow, admin: SnapshotAdmin, mq: MessageQueue, high: int) -> int:
-    committed = admin.committed_offset(spec.consumer_group, mq)
-    low = admin.min_offset(mq)
-    if committed >= 0:
-        if committed < low:
-            log.warning("%s: the group's offset %d is below the queue's min offset %d (retention deleted "
-                        "offsets %d..%d before this window); the window starts at %d", mq, committed, low,
-                        committed, low - 1, low)
-        return min(max(committed, low), high)
-    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-        return low
-    if spec.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-        assert spec.consume_timestamp_ms is not None
-        return min(admin.search_offset(mq, spec.consume_timestamp_ms), high)
-    return high  # a new group reading from the last offset has nothing in this window
 
 
 def cap_ranges(ranges: list[tuple[int, int]], max_messages: int | None) -> list[tuple[int, int]]:
@@ -131,9 +102,10 @@ def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str =
         return WindowResult(str(path), _offsets(manifest), 0, manifest.window_id, reused=True)
     # a broker that does not answer is left out: its queues wait for the next window (window/reach.py)
     marks = sorted(reachable_high_water_marks(admin, spec.topic)[0].items())
-    ranges = cap_ranges([(_start(spec, admin, mq, high), high) for mq, high in marks], spec.max_messages)
+    group = GroupStart(spec.consumer_group, spec.consume_from_where, spec.consume_timestamp_ms)
+    ranges = cap_ranges([(initial_offset(admin, group, mq, high), high) for mq, high in marks], spec.max_messages)
     queues = [QueueRange(mq.broker_name, mq.queue_id, start, end, high, 0)
-              for (mq, high), (start, end) in zip(marks, ranges)]
+              for (mq, high), (start, end) in zip(marks, ranges, strict=True)]
     manifest = WindowManifest(window_id=spec.window_id or new_window_id(), topic=spec.topic,
                               consumer_group=spec.consumer_group, expression=spec.expression, namesrv=namesrv,
                               queues=queues, handoff=HANDOFF_OFFSETS)

@@ -16,6 +16,7 @@ no Airflow import here: the operator passes the URL and storage options down.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 
 _CHUNK = 1 << 20
 # object stores: an object appears atomically when its (multipart) upload completes
@@ -160,15 +161,11 @@ class StagingLocation:
 
     def remove(self, name: str) -> None:
         if self.local:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 (self.path / name).unlink()
-            except FileNotFoundError:
-                pass
             return
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self._fs.rm_file(self._full(name))
-        except FileNotFoundError:
-            pass
 
     def open_write(self, name: str) -> StagedFile:
         """A file that appears under ``name`` only once `StagedFile.commit` succeeded."""

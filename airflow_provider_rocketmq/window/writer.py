@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_rocketmq.client.columnar import ColumnBatch, string_column, to_record_batch
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, string_column, to_record_batch
 from airflow_provider_rocketmq.window.manifest import FileEntry, staged_schema
 from airflow_provider_rocketmq.window.staging import StagedFile, StagingLocation
 
@@ -153,17 +153,10 @@ class StagingWriter:
         group_bytes = 0
         try:
             while True:
-                with self._cond:
-                    while not (self._closing or self._pending_bytes >= self._wake_bytes
-                               or (self._blocked and self._pending)):
-                        self._cond.wait()
-                    if self.error is not None:
-                        break
-                    taken, self._pending = self._pending, []
-                    size, self._pending_bytes = self._pending_bytes, 0
-                    closing = self._closing
-                    if self._blocked:
-                        self._cond.notify_all()
+                took = self._take()
+                if took is None:
+                    break  # aborted
+                taken, size, closing = took
                 if self._room_waiters:
                     self._wake_room_waiters()
                 group += taken
@@ -177,7 +170,7 @@ class StagingWriter:
                             continue
                     self._finish_file()
                     break
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by put()/close()
+        except BaseException as exc:
             log.error("window staging failed: %s", exc)
             with self._cond:
                 self.error = exc
@@ -186,15 +179,35 @@ class StagingWriter:
                 self._cond.notify_all()
         finally:
             self._wake_room_waiters()  # they find the error (or the closed writer) when they ask again
-            if self.error is not None and self._file is not None:
-                parquet, self._parquet = self._parquet, None
-                if parquet is not None:  # closed into the file about to be discarded: its finaliser
-                    try:                 # would otherwise write to the closed file
-                        parquet.close()
-                    except Exception as exc:  # noqa: BLE001 - the file is discarded either way
-                        log.debug("closing the discarded part file's writer: %s", exc)
-                self._file.abort()
-                self._file = None
+            if self.error is not None:
+                self._discard_file()
+
+    def _take(self) -> tuple[list[ColumnBatch], int, bool] | None:
+        """Wait until enough waits (or a put is blocked, or the writer closes) and take it all, with its
+        size and whether the writer is closing; None once the writer failed or was aborted."""
+        with self._cond:
+            while not (self._closing or self._pending_bytes >= self._wake_bytes or (self._blocked and self._pending)):
+                self._cond.wait()
+            if self.error is not None:
+                return None
+            taken, self._pending = self._pending, []
+            size, self._pending_bytes = self._pending_bytes, 0
+            if self._blocked:
+                self._cond.notify_all()
+            return taken, size, self._closing
+
+    def _discard_file(self) -> None:
+        """Drop the part file being written (never published)."""
+        if self._file is None:
+            return
+        parquet, self._parquet = self._parquet, None
+        if parquet is not None:  # closed into the file about to be discarded: its finaliser would
+            try:                 # otherwise write to the closed file
+                parquet.close()
+            except Exception as exc:
+                log.debug("closing the discarded part file's writer: %s", exc)
+        self._file.abort()
+        self._file = None
 
     def _write_group(self, group: Sequence[ColumnBatch]) -> None:
         import pyarrow as pa

@@ -82,6 +82,18 @@ def parse_body(body: str) -> tuple[str, int, str] | None:
 def check(topic: str, attempts: Iterable[Mapping[str, Any]], high_water: Mapping[tuple[str, int], int],
           committed: Mapping[tuple[str, int], int], rows: Iterable[Row], *, orderly: bool) -> Verdict:
     v = Verdict()
+    by_aid = _attempts(v, attempts)
+    expected: set[Pos] = {(b, q, o) for (b, q), hw in high_water.items() for o in range(hw)}
+    v.produced = len(expected)
+    at = _rows_at(v, topic, rows)
+    _check_positions(v, at, expected, high_water, by_aid)
+    _check_attempts(v, at, expected, by_aid)
+    _check_order(v, at, by_aid, orderly=orderly)
+    _check_lag(v, high_water, committed)
+    return v
+
+
+def _attempts(v: Verdict, attempts: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     by_aid: dict[str, Mapping[str, Any]] = {}
     for a in attempts:
         by_aid[a["a"]] = a
@@ -89,8 +101,10 @@ def check(topic: str, attempts: Iterable[Mapping[str, Any]], high_water: Mapping
             v.acknowledged += 1
         else:
             v.indeterminate += 1
-    expected: set[Pos] = {(b, q, o) for (b, q), hw in high_water.items() for o in range(hw)}
-    v.produced = len(expected)
+    return by_aid
+
+
+def _rows_at(v: Verdict, topic: str, rows: Iterable[Row]) -> dict[Pos, list[Row]]:
     at: dict[Pos, list[Row]] = defaultdict(list)
     for r in rows:
         v.loaded += 1
@@ -98,6 +112,12 @@ def check(topic: str, attempts: Iterable[Mapping[str, Any]], high_water: Mapping
         if r.topic != topic:
             v.outside += 1
             v._example("outside", f"row of topic {r.topic!r} at {r.broker}:{r.queue_id}@{r.queue_offset}")
+    return at
+
+
+def _check_positions(v: Verdict, at: Mapping[Pos, list[Row]], expected: set[Pos],
+                     high_water: Mapping[tuple[str, int], int], by_aid: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each stored position once, inside the marks, holding a message this run sent; none missing."""
     for pos, found in at.items():
         if len(found) > 1:
             v.duplicates += len(found) - 1
@@ -116,8 +136,13 @@ def check(topic: str, attempts: Iterable[Mapping[str, Any]], high_water: Mapping
     for pos in sorted(expected - at.keys()):
         v.lost += 1
         v._example("lost", f"{pos[0]}:{pos[1]}@{pos[2]}")
+
+
+def _check_attempts(v: Verdict, at: Mapping[Pos, list[Row]], expected: set[Pos],
+                    by_aid: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every acknowledged send is in the output at the position the broker acknowledged."""
     seen_aids: set[str] = set()
-    for pos, found in at.items():
+    for found in at.values():
         parsed = parse_body(found[0].body)
         if parsed is not None:
             seen_aids.add(parsed[2])
@@ -136,7 +161,11 @@ def check(topic: str, attempts: Iterable[Mapping[str, Any]], high_water: Mapping
         if parsed is None or parsed[2] != a["a"]:
             v.mismatched += 1
             v._example("mismatched", f"{pos}: acknowledged {a['k']}#{a['s']}/{a['a']}, output has {found[0].body[:80]!r}")
-    # order within each queue
+
+
+def _check_order(v: Verdict, at: Mapping[Pos, list[Row]], by_aid: Mapping[str, Mapping[str, Any]], *,
+                 orderly: bool) -> None:
+    """Within each queue: windows in offset order; per key, acknowledged sends in send order (orderly)."""
     per_queue: dict[tuple[str, int], list[Row]] = defaultdict(list)
     for found in at.values():
         per_queue[(found[0].broker, found[0].queue_id)].append(found[0])
@@ -150,25 +179,34 @@ def check(topic: str, attempts: Iterable[Mapping[str, Any]], high_water: Mapping
                 v._example("window_order", f"{q[0]}:{q[1]}@{r.queue_offset} from window {r.window_id} after "
                            f"a lower offset from {last_window}")
             last_window = max(last_window, r.window_id)
-            parsed = parse_body(r.body)
-            if not orderly or parsed is None:
-                continue
-            key, seq, aid = parsed
-            prev = last_seq.get(key)
-            acknowledged = by_aid.get(aid, {}).get("ok", False)
-            if prev is not None and seq < prev[0]:
-                if acknowledged:
-                    v.order += 1
-                    v._example("order", f"{q[0]}:{q[1]} key {key}: #{seq} at offset {r.queue_offset} after "
-                               f"#{prev[0]} at offset {prev[1]}")
-                else:
-                    v.late_stored += 1
-                continue
-            if acknowledged:
-                last_seq[key] = (seq, r.queue_offset)
+            if orderly:
+                _check_key_order(v, q, r, last_seq, by_aid)
+
+
+def _check_key_order(v: Verdict, q: tuple[str, int], r: Row, last_seq: dict[str, tuple[int, int]],
+                     by_aid: Mapping[str, Mapping[str, Any]]) -> None:
+    parsed = parse_body(r.body)
+    if parsed is None:
+        return
+    key, seq, aid = parsed
+    prev = last_seq.get(key)
+    acknowledged = by_aid.get(aid, {}).get("ok", False)
+    if prev is not None and seq < prev[0]:
+        if acknowledged:
+            v.order += 1
+            v._example("order", f"{q[0]}:{q[1]} key {key}: #{seq} at offset {r.queue_offset} after "
+                       f"#{prev[0]} at offset {prev[1]}")
+        else:
+            v.late_stored += 1
+        return
+    if acknowledged:
+        last_seq[key] = (seq, r.queue_offset)
+
+
+def _check_lag(v: Verdict, high_water: Mapping[tuple[str, int], int],
+               committed: Mapping[tuple[str, int], int]) -> None:
     for q, hw in high_water.items():
         c = committed.get(q, -1)
         if c != hw:  # behind: not caught up; ahead: an offset committed past what is stored
             v.lag += abs(hw - max(c, 0))
             v._example("lag", f"{q[0]}:{q[1]} committed {c}, high-water mark {hw}")
-    return v

@@ -277,8 +277,8 @@ def _invoke_reset(addrs: list[str], group: str, topic: str, timestamp_ms: int) -
     # (internal remoting modules, as integration/backends.py's master_addrs uses them)
     import asyncio
 
-    from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-    from airflow_provider_rocketmq.client.remoting.connection import open_connection
+    from airflow_provider_rocketmq.client.connection import open_connection
+    from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
 
     async def one(addr: str) -> tuple[int, str]:
         conn = await open_connection(addr)
@@ -292,7 +292,7 @@ def _invoke_reset(addrs: list[str], group: str, topic: str, timestamp_ms: int) -
 
     async def all_of() -> dict[str, tuple[int, str]]:
         results = await asyncio.gather(*(one(a) for a in addrs), return_exceptions=True)
-        return {a: (r if isinstance(r, tuple) else (-1, repr(r))) for a, r in zip(addrs, results)}
+        return {a: (r if isinstance(r, tuple) else (-1, repr(r))) for a, r in zip(addrs, results, strict=True)}
 
     return asyncio.run(all_of())
 

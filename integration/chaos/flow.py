@@ -144,14 +144,7 @@ class ChaosRun:
             producer.stop()
             record["producer"] = producer.counts
             t_conv = time.monotonic()
-            snapshot = None
-            for _ in range(CONVERGE_CYCLES + 1):
-                snapshot = self._caught_up()
-                if snapshot is not None:
-                    break
-                if len(self.cycles) >= len(self.s.cycles) + CONVERGE_CYCLES:
-                    break
-                self._cycle(self.rng.choice(HANDOFFS), ())
+            snapshot = self._converge()
             record["converge_s"] = round(time.monotonic() - t_conv, 1)
             if snapshot is None:
                 self.problems.append(f"no convergence after {CONVERGE_CYCLES} cycles without faults")
@@ -164,7 +157,7 @@ class ChaosRun:
                             orderly=self.s.orderly)
             record["queues"] = len(hw)
             self._save_attempts(producer)
-        except Exception as exc:  # noqa: BLE001 - a run that could not finish is a failed run, with the reason
+        except Exception as exc:
             self.problems.append(f"harness error: {type(exc).__name__}: {exc}")
             record["traceback"] = traceback.format_exc()[-4000:]
         finally:
@@ -188,6 +181,18 @@ class ChaosRun:
         record["line"] = summary_line(record)
         return record
 
+    def _converge(self) -> tuple[dict[Any, int], dict[Any, int]] | None:
+        """Cycles without faults until the group caught up (`_caught_up`'s snapshot), at most
+        CONVERGE_CYCLES of them; None if it never did."""
+        for _ in range(CONVERGE_CYCLES + 1):
+            snapshot = self._caught_up()
+            if snapshot is not None:
+                return snapshot
+            if len(self.cycles) >= len(self.s.cycles) + CONVERGE_CYCLES:
+                return None
+            self._cycle(self.rng.choice(HANDOFFS), ())
+        return None
+
     def _save_attempts(self, producer: ChaosProducer) -> None:
         with open(self.workdir / "attempts.jsonl", "w") as fh:
             fh.writelines(json.dumps(a.to_json()) + "\n" for a in list(producer.attempts))
@@ -203,7 +208,7 @@ class ChaosRun:
             time.sleep(SETTLE_S)
             hw = high_water(self.cluster, self.topic)
             committed = committed_snapshot(self.cluster, self.group, self.topic)
-        except Exception:  # noqa: BLE001 - the cluster is still coming back: not converged yet
+        except Exception:
             return None
         if hw != first or any(committed.get(q, -1) != off for q, off in hw.items()):
             return None
@@ -424,7 +429,7 @@ class ChaosRun:
             time.sleep(f.delay)
             try:
                 inj = self._inject(f, load_done)
-            except Exception as exc:  # noqa: BLE001 - a fault that could not be injected is recorded as such
+            except Exception as exc:
                 inj = Injection(f.kind, False, f"could not inject: {type(exc).__name__}: {exc}")
             self._record(inj, wid)
 
@@ -446,14 +451,14 @@ class ChaosRun:
             with self.cluster.fault_lock:
                 try:
                     inj = self.cluster.kill_brokers()
-                except Exception as exc:  # noqa: BLE001 - the kill command ran: start them whatever it did
+                except Exception as exc:
                     inj = Injection(BROKER_KILL, False, f"the kill did not complete: {exc}", data={"killed": True})
                 if not inj.data.get("killed"):
                     return inj  # nothing was killed (the brokers were not all up): nothing to restart
                 time.sleep(f.params["down_s"])
                 try:
                     inj.data.update(self.cluster.start_brokers(), down_s=round(f.params["down_s"], 2))
-                except Exception as exc:  # noqa: BLE001 - the run cannot go on without brokers
+                except Exception as exc:
                     self.problems.append(f"the brokers did not come back after a kill: {exc}")
                 return inj
         if f.kind == NET_CUT:

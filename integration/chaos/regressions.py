@@ -42,8 +42,8 @@ REGRESSIONS: tuple[Seed, ...] = (
     Seed(4, outputs=("s3",), faults=("objstore-errors", "kill-driver", "zombie-loader"),
          found="lost 237 of 1768 messages: every answer to the create of a load's ledger entry was lost (the "
                "entry landed), load_window aborted and deleted the files the entry names; fix: the entry is "
-               "read back, files kept while the outcome is unknown (spark/outputs/objectstore.py; "
-               "tests/spark/test_objectstore_output.py::test_a_commit_whose_answer_is_lost_is_read_back_and_completes)"),
+               "read back, files kept while the outcome is unknown (spark/load/outputs/objectstore.py; "
+               "tests/spark/load/outputs/test_objectstore_output.py::test_a_commit_whose_answer_is_lost_is_read_back_and_completes)"),
     Seed(3, cycles=2, faults=("net-cut",), backend="existing",
          found="not a wrong output but a stalled flow: while broker-b's link was cut every window of the topic "
                "failed (the offsets window after 53 s: its high-water-mark snapshot timed out), broker-a's queues "

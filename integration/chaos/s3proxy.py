@@ -18,6 +18,7 @@ and for ledger entries (``_rocketmq_ledger/`` writes), so a run shows that its f
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import socket
@@ -220,10 +221,8 @@ class S3FaultProxy:
             client.sendall(answer)
             client.close()
         except (_Reject, OSError, ValueError):
-            try:
+            with contextlib.suppress(OSError):
                 client.close()
-            except OSError:
-                pass
 
     def _forward(self, request: bytes) -> bytes:
         with socket.create_connection(self.upstream, timeout=120) as up:

@@ -189,21 +189,7 @@ def _draw_fault(rng: random.Random, kind: str) -> Fault:
     if kind == CONCURRENT_LOADS:
         return Fault(kind, "load", "start", u(0.0, 4.0))
     if kind == OBJSTORE_ERRORS:
-        step = rng.choice(["window", "load", "load", "commit"])
-        mix = {"slowdown": round(u(0.0, 0.4), 2), "reset_before": round(u(0.0, 0.3), 2),
-               "reset_after": round(u(0.0, 0.3), 2), "slow": round(u(0.0, 0.3), 2),
-               "slow_s": round(u(0.5, 4.0), 2)}
-        params: dict[str, Any] = {"duration_s": u(5.0, 40.0), "mix": mix}
-        if rng.random() < 0.3:  # a blip exactly at a load's commit: the answers of ledger-entry writes lost
-            params["ledger_only"] = True
-            # every answer lost while it lasts: the client's own retries (about 10) cannot get through
-            params["mix"] = {"slowdown": 0.0, "reset_before": 0.0, "reset_after": 1.0, "slow": 0.0, "slow_s": 1.0}
-            # until the load step ends (its commit comes last, after a run time no schedule can know)
-            return Fault(kind, "load", "start", u(0.0, 3.0), {**params, "duration_s": 0.0, "until": "load-end"})
-        if rng.random() < 0.4:  # a burst in which every answer is lost (the request may have been applied)
-            params["outage_after_s"] = u(0.0, 15.0)
-            params["outage_s"] = u(1.0, 8.0)
-        return Fault(kind, step, "start", u(0.0, 3.0), params)
+        return _draw_objstore_fault(rng)
     if kind == TOPIC_EXPAND:
         return Fault(kind, rng.choice(STEPS), "start", u(0.0, 2.0), {"queues": EXPANDED_QUEUES})
     if kind == OFFSET_RESET:
@@ -213,3 +199,24 @@ def _draw_fault(rng: random.Random, kind: str) -> Fault:
         step = rng.choice(STEPS)
         return Fault(kind, step, "start", u(0.0, 0.5 if step == "window" else 5.0), {"duration_s": u(5.0, 60.0)})
     raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def _draw_objstore_fault(rng: random.Random) -> Fault:
+    """Object-store errors (the same draws in the same order as before: recorded seeds replay)."""
+    kind = OBJSTORE_ERRORS
+    u = rng.uniform
+    step = rng.choice(["window", "load", "load", "commit"])
+    mix = {"slowdown": round(u(0.0, 0.4), 2), "reset_before": round(u(0.0, 0.3), 2),
+           "reset_after": round(u(0.0, 0.3), 2), "slow": round(u(0.0, 0.3), 2),
+           "slow_s": round(u(0.5, 4.0), 2)}
+    params: dict[str, Any] = {"duration_s": u(5.0, 40.0), "mix": mix}
+    if rng.random() < 0.3:  # a blip exactly at a load's commit: the answers of ledger-entry writes lost
+        params["ledger_only"] = True
+        # every answer lost while it lasts: the client's own retries (about 10) cannot get through
+        params["mix"] = {"slowdown": 0.0, "reset_before": 0.0, "reset_after": 1.0, "slow": 0.0, "slow_s": 1.0}
+        # until the load step ends (its commit comes last, after a run time no schedule can know)
+        return Fault(kind, "load", "start", u(0.0, 3.0), {**params, "duration_s": 0.0, "until": "load-end"})
+    if rng.random() < 0.4:  # a burst in which every answer is lost (the request may have been applied)
+        params["outage_after_s"] = u(0.0, 15.0)
+        params["outage_s"] = u(1.0, 8.0)
+    return Fault(kind, step, "start", u(0.0, 3.0), params)

@@ -8,7 +8,7 @@ compared without the offsets (``vary``).
 
 from __future__ import annotations
 
-from airflow_provider_rocketmq.client.remoting.acl import sign
+from airflow_provider_rocketmq.client.protocol.acl import sign
 
 from .cases_namesrv import create_topic
 from .frames import batch_body, heartbeat, props, pull, send_v2, subscription

@@ -3,7 +3,7 @@ CONSUMER_SEND_MSG_BACK (36) into %RETRY% and %DLQ%; codes a broker does not serv
 
 from __future__ import annotations
 
-from airflow_provider_rocketmq.client.message import decode_messages
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 
 from .cases_namesrv import create_topic, routed
 from .cases_pull import fill, group_known

@@ -9,8 +9,8 @@ import asyncio
 import json
 from typing import Any
 
-from airflow_provider_rocketmq.client.message import decode_messages
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 
 from .cases_namesrv import create_topic, routed
 from .cases_pull import fill, group_known

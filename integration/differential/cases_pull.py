@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from airflow_provider_rocketmq.client.message import decode_messages
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 
 from .cases_namesrv import create_topic
 from .frames import PULL_COMMIT, PULL_SUB, PULL_SUSPEND, heartbeat, props, pull, send_v2, subscription

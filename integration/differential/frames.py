@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow_provider_rocketmq.client.message import (
+from airflow_provider_rocketmq.client.protocol.message import (
     Message,
     encode_batch,
     java_string_hash,

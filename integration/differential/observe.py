@@ -15,10 +15,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_rocketmq.client.errors import RocketMQError
-from airflow_provider_rocketmq.client.message import decode_messages
-from airflow_provider_rocketmq.client.remoting import fastjson
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 
 MESSAGE_BODY_CODES = frozenset({11, 33})  # PULL_MESSAGE, VIEW_MESSAGE_BY_ID answer stored records
 VARIES = "{varies}"
@@ -127,24 +127,26 @@ def observe(request_code: int, resp: RemotingCommand | None, norm: Normalizer, *
         out["remark"] = None if resp.remark is None else norm.text(resp.remark)
     for k, v in sorted(resp.ext.items()):
         out[f"ext.{k}"] = norm.text(v)
-    body = resp.body
-    if body is None:
-        out["body"] = None
-    elif request_code in MESSAGE_BODY_CODES and resp.code == 0:
-        out.update(message_fields(body, norm))
-    else:
-        try:
-            parsed = fastjson.loads(body)
-        except Exception:  # noqa: BLE001 - any non-JSON body is compared by size only
-            out["body.bytes"] = len(body)
-        else:
-            out["body.json"] = "standard" if _standard(body) else "fastjson"
-            if view is not None:
-                parsed = view(parsed)
-            flatten(norm.value(parsed), "body", out)
+    out.update(body_fields(request_code, resp, norm, view))
     for path in vary:
         for key in [k for k in out if k == path or k.startswith((path + ".", path + "["))]:
             out[key] = VARIES
+    return out
+
+
+def body_fields(request_code: int, resp: RemotingCommand, norm: Normalizer, view: Any = None) -> Fields:
+    """The body's fields: stored-message records, a flattened JSON value, or its length in bytes."""
+    body = resp.body
+    if body is None:
+        return {"body": None}
+    if request_code in MESSAGE_BODY_CODES and resp.code == 0:
+        return message_fields(body, norm)
+    try:
+        parsed = fastjson.loads(body)
+    except Exception:
+        return {"body.bytes": len(body)}
+    out: Fields = {"body.json": "standard" if _standard(body) else "fastjson"}
+    flatten(norm.value(view(parsed) if view is not None else parsed), "body", out)
     return out
 
 

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_rocketmq.client.remoting.codes import RequestCode
+from airflow_provider_rocketmq.client.protocol.codes import RequestCode
 from airflow_provider_rocketmq.client.route import ClusterInfo
 
 from . import (  # noqa: F401 - register
@@ -95,7 +95,7 @@ async def run(target: Target, cases: list[Case]) -> tuple[Results, str]:
         s = Session(target, token, c.name)
         try:
             await asyncio.wait_for(c.fn(s), CASE_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - a broken case is an observation, compared like the rest
+        except Exception as exc:
             s.obs["error"] = {"error": f"{type(exc).__name__}: {s.norm.text(str(exc))}"}
         finally:
             await s.close()

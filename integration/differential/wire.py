@@ -4,14 +4,15 @@ broker-initiated request kept, optionally signed with an ACL account."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from airflow_provider_rocketmq.client.errors import ConnectionClosedError, RequestTimeoutError
-from airflow_provider_rocketmq.client.remoting.acl import AclHook
-from airflow_provider_rocketmq.client.remoting.codes import CLIENT_VERSION
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol.acl import AclHook
+from airflow_provider_rocketmq.client.protocol.codes import CLIENT_VERSION
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.errors import ConnectionClosedError, RequestTimeoutError
 
 # What a connection does with a broker-initiated request: an answer, or None (none sent).
 Responder = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -43,12 +44,6 @@ class Conn:
         self.proto = await open_connection(addr, handlers={c: on_request for c in INBOUND_CODES},
                                            rpc_hook=hook, timeout=5.0)
         return self
-
-    @property
-    def local_addr(self) -> str:
-        assert self.proto is not None and self.proto.transport is not None
-        host, port = self.proto.transport.get_extra_info("sockname")[:2]
-        return f"{host}:{port}"
 
     async def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, *,
                    timeout: float = 10.0, version: int = CLIENT_VERSION, oneway: bool = False,
@@ -82,10 +77,8 @@ class Conn:
             while sum(1 for c in self.inbound if c.code == code) < count:
                 self._arrived.clear()
                 await self._arrived.wait()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(until(), timeout)
-        except asyncio.TimeoutError:
-            pass
         return [c for c in self.inbound if c.code == code]
 
     async def close(self) -> None:

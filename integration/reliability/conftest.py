@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import pytest
 
+from ..backends import BackendConfigError, ContainerCluster, session_backend
 from .harness import FIGURES, Broker
 
 
@@ -35,9 +36,24 @@ def mode(request: pytest.FixtureRequest) -> Mode:
 
 
 @pytest.fixture(scope="session")
-def broker(mode: Mode) -> Iterator[Broker]:
-    """ROCKETMQ_NAMESRV, or an embedded broker process the suite owns (can be killed)."""
-    b = Broker.from_environment(lock_expiry=60.0 if mode.full else 6.0)
+def suite_containers(request: pytest.FixtureRequest) -> ContainerCluster | None:
+    """The integration suite's broker containers when testcontainers is its backend, else None."""
+    try:
+        kind = session_backend().kind
+    except BackendConfigError:
+        kind = ""  # the cluster fixture reports it; these checks fall back to their own broker
+    if kind != "testcontainers":
+        return None
+    cluster = request.getfixturevalue("cluster")
+    assert isinstance(cluster, ContainerCluster)
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def broker(mode: Mode, suite_containers: ContainerCluster | None) -> Iterator[Broker]:
+    """ROCKETMQ_NAMESRV, the suite's broker container (testcontainers), or an embedded broker
+    process the suite owns; the suite can kill the latter two."""
+    b = Broker.from_environment(lock_expiry=60.0 if mode.full else 6.0, container=suite_containers)
     try:
         yield b
     finally:

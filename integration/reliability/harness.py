@@ -2,8 +2,9 @@
 workload, CPU load, and the figure lines.
 
 Broker: ``ROCKETMQ_NAMESRV`` when set (used as is; checks that kill the broker skip unless
-``ROCKETMQ_BROKER_KILL_CMD`` and ``ROCKETMQ_BROKER_START_CMD`` say how to do it), otherwise an
-embedded broker the suite owns, in its own process (``python -m airflow_provider_rocketmq.embedded``
+``ROCKETMQ_BROKER_KILL_CMD`` and ``ROCKETMQ_BROKER_START_CMD`` say how to do it), the integration
+suite's broker container when testcontainers is its backend (killed with ``docker kill`` and started
+again with its store), otherwise an embedded broker the suite owns, in its own process (``python -m airflow_provider_rocketmq.embedded``
 on fixed ports with a data directory), so it can be killed with SIGKILL and started again on the
 same ports and data. ``ROCKETMQ_EMBEDDED_FAULTS`` is passed to it as ``--faults``.
 """
@@ -29,7 +30,7 @@ from typing import Any
 
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, MessageQueue, Producer
 
-from ..backends import BrokerControl, broker_control
+from ..backends import BrokerControl, ContainerBrokerControl, ContainerCluster, broker_control
 
 REPO = Path(__file__).resolve().parents[2]
 SEQ = "rel_seq"  # the member writes this property of each message
@@ -68,7 +69,7 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
         last: Exception | None = None
         try:
             value = predicate()
-        except Exception as exc:  # noqa: BLE001 - e.g. a topic without a route yet: not there yet
+        except Exception as exc:
             value, last = None, exc
         if value:
             return value
@@ -84,13 +85,13 @@ class Broker:
     """The RocketMQ the checks use; ``can_kill`` when the suite owns it or has its kill/start commands."""
 
     def __init__(self, namesrv: str, *, owned: bool, faults: str = "", lock_expiry: float = 60.0,
-                 control: BrokerControl | None = None) -> None:
+                 control: BrokerControl | ContainerBrokerControl | None = None, kind: str = "") -> None:
         self.namesrv = namesrv
         self.owned = owned
         self.control = control
         self.can_kill = owned or control is not None
         self.faults = faults
-        self.kind = "embedded process" if owned else f"existing {namesrv}"
+        self.kind = kind or ("embedded process" if owned else f"existing {namesrv}")
         self._killed: list[str] = []
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -101,10 +102,15 @@ class Broker:
 
     @classmethod
     def from_environment(cls, *, lock_expiry: float = 60.0, faults: str | None = None,
-                         queues: int = 8) -> Broker:
+                         queues: int = 8, container: ContainerCluster | None = None) -> Broker:
+        """``ROCKETMQ_NAMESRV``, else ``container`` (the suite's testcontainers cluster: not closed
+        here, the session owns it), else a new embedded broker process."""
         namesrv = os.environ.get("ROCKETMQ_NAMESRV", "").strip()
         if namesrv:
             return cls(namesrv, owned=False, control=broker_control(os.environ, namesrv))
+        if container is not None:
+            return cls(container.namesrv_addr, owned=False, control=container.control,
+                       kind=f"testcontainers {container.image}")
         spec = os.environ.get("ROCKETMQ_EMBEDDED_FAULTS", "").strip() if faults is None else faults
         np_, bp = free_port(), free_port()
         b = cls(f"127.0.0.1:{np_}", owned=True, faults=spec, lock_expiry=lock_expiry)

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from airflow_provider_rocketmq.client.config import dlq_topic, retry_topic
+from airflow_provider_rocketmq.client.protocol.names import dlq_topic, retry_topic
 from airflow_provider_rocketmq.client.route import PERM_READ, PERM_WRITE
 
 from .conftest import Mode

@@ -18,7 +18,7 @@ BATCH = 32  # pull_batch_size
 
 _CALIBRATE = """
 import collections, sys
-from airflow_provider_rocketmq.client.message import decode_messages, encode_stored_message
+from airflow_provider_rocketmq.client.protocol.message import decode_messages, encode_stored_message
 from integration.reliability.member import rss_bytes
 body, n = int(sys.argv[1]), int(sys.argv[2])
 record = encode_stored_message(topic="R7", body=b"x" * body, properties={"rel_seq": "123456", "UNIQ_KEY": "A" * 32},

@@ -1,6 +1,6 @@
 """S14 (issue 14): the issue's CLI scenario round after round, against a broker with a real 4.x
 broker's offset behaviour (the suite's own embedded broker with OffsetFaults on) or against
-ROCKETMQ_NAMESRV, under CPU load: the second consume must never get anything again."""
+ROCKETMQ_NAMESRV / the suite's broker container, under CPU load: the second consume must never get anything again."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from ..backends import ContainerCluster
 from .conftest import Mode
 from .harness import REPO, Broker, Stopwatch, cpu_load, figure, load_average
 
@@ -20,11 +21,11 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=180, check=False)
 
 
-def test_s14_clean_shutdown_keeps_offsets(mode: Mode) -> None:
+def test_s14_clean_shutdown_keeps_offsets(mode: Mode, suite_containers: ContainerCluster | None) -> None:
     rounds = mode.pick(2, 200)
     burners = mode.pick(1, os.cpu_count() or 2)
-    own = not os.environ.get("ROCKETMQ_NAMESRV", "").strip()
-    broker = Broker.from_environment(faults=FAULTS if own else None, queues=4)
+    own = not os.environ.get("ROCKETMQ_NAMESRV", "").strip() and suite_containers is None
+    broker = Broker.from_environment(faults=FAULTS if own else None, queues=4, container=suite_containers)
     clock = Stopwatch()
     redelivered = 0
     bad: list[str] = []

@@ -12,8 +12,8 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol
+from airflow_provider_rocketmq.client.connection import RemotingProtocol
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
 
 PeerHandler = Callable[[RemotingProtocol, RemotingCommand], Awaitable[RemotingCommand | None]]
 
@@ -87,7 +87,7 @@ class ScriptedPeer:
     def codes(self) -> list[int]:
         return [c.code for c in self.received]
 
-    async def __aenter__(self) -> ScriptedPeer:  # noqa: PYI034 - Self needs Python 3.11
+    async def __aenter__(self) -> ScriptedPeer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

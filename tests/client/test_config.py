@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_rocketmq.client.config import ClientConfig, check_topic, parse_namesrv
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.config import ClientConfig, parse_namesrv
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.names import check_topic
 
 
 @pytest.mark.parametrize("kwargs,field", [

@@ -6,19 +6,19 @@ import asyncio
 
 import pytest
 
-from airflow_provider_rocketmq.client.errors import (
-    ClientStateError,
-    ConnectionClosedError,
-    ProtocolError,
-    RequestTimeoutError,
-)
-from airflow_provider_rocketmq.client.remoting.acl import AclHook
-from airflow_provider_rocketmq.client.remoting.command import SERIALIZE_ROCKETMQ, RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import (
+from airflow_provider_rocketmq.client.connection import (
     ConnectionPool,
     RemotingProtocol,
     next_opaque,
     open_connection,
+)
+from airflow_provider_rocketmq.client.protocol.acl import AclHook
+from airflow_provider_rocketmq.client.protocol.command import SERIALIZE_ROCKETMQ, RemotingCommand
+from airflow_provider_rocketmq.client.protocol.errors import (
+    ClientStateError,
+    ConnectionClosedError,
+    ProtocolError,
+    RequestTimeoutError,
 )
 
 from .peer import ScriptedPeer

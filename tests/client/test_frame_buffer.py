@@ -6,17 +6,17 @@ import asyncio
 import struct
 
 import pytest
-import recorded_vectors as vectors
 
-from airflow_provider_rocketmq.client.errors import FrameTooLargeError, ProtocolError
-from airflow_provider_rocketmq.client.remoting.command import (
+from airflow_provider_rocketmq.client.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol.command import (
     MAX_FRAME,
     READ_BUFFER,
     FrameBuffer,
     RemotingCommand,
     decode_frame,
 )
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol.errors import FrameTooLargeError, ProtocolError
+from tests import recorded_vectors as vectors
 
 FRAMES = [bytes.fromhex(r["frame_hex"]) for r in vectors.all_records()]
 
@@ -113,7 +113,7 @@ async def test_a_real_connection_reads_large_frames_through_the_buffer() -> None
     try:
         answers = await asyncio.gather(*(conn.request(RemotingCommand.request(77, {"n": str(n)}), 10)
                                          for n in sizes))
-        for n, resp in zip(sizes, answers):
+        for n, resp in zip(sizes, answers, strict=True):
             assert resp.body == bytes(range(251)) * (n // 251) + b"z" * (n % 251)
     finally:
         await conn.close()

@@ -8,10 +8,14 @@ import json
 import ssl
 
 import pytest
-import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client.config import ClientConfig
-from airflow_provider_rocketmq.client.errors import (
+from airflow_provider_rocketmq.client.connection import RemotingProtocol
+from airflow_provider_rocketmq.client.mqclient import MQClient
+from airflow_provider_rocketmq.client.protocol.acl import sign
+from airflow_provider_rocketmq.client.protocol.codes import RequestCode
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.errors import (
     ClientStateError,
     ConnectionClosedError,
     RequestTimeoutError,
@@ -20,12 +24,8 @@ from airflow_provider_rocketmq.client.errors import (
     SystemError_,
     TopicNotExistError,
 )
-from airflow_provider_rocketmq.client.mqclient import MQClient
-from airflow_provider_rocketmq.client.queue import MessageQueue
-from airflow_provider_rocketmq.client.remoting.acl import sign
-from airflow_provider_rocketmq.client.remoting.codes import RequestCode
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
+from tests import recorded_vectors as vectors
 
 from .peer import ScriptedPeer, route_body
 
@@ -297,7 +297,7 @@ async def test_helpers_send_the_headers_java_recorded() -> None:
 
 
 async def test_heartbeat_body_is_the_recorded_java_body() -> None:
-    from airflow_provider_rocketmq.client.remoting.command import decode_frame
+    from airflow_provider_rocketmq.client.protocol.command import decode_frame
 
     recorded = [decode_frame(bytes.fromhex(r["frame_hex"])).body for r in vectors.load("push_concurrent")
                 if r["code"] == RequestCode.HEART_BEAT and r["rpc"] == "request"]
@@ -369,7 +369,7 @@ async def test_offset_rpc_follows_a_moved_broker_on_retry(rpc: str) -> None:
 
 async def test_a_short_call_deadline_also_bounds_the_connect(monkeypatch: pytest.MonkeyPatch) -> None:
     """A connect that hangs costs the call's own budget, not the (longer) request_timeout."""
-    from airflow_provider_rocketmq.client.remoting import connection
+    from airflow_provider_rocketmq.client import connection
 
     async def hanging_connect(addr: str, *, timeout: float = 3.0, **kw: object) -> connection.RemotingProtocol:
         await asyncio.sleep(timeout)  # like a SYN nobody answers, cut off by the connect timeout

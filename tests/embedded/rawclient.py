@@ -6,8 +6,8 @@ import asyncio
 import json
 from typing import Any
 
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
 
 
 class RawClient:
@@ -77,7 +77,7 @@ def pull_ext(group: str, topic: str, queue_id: int, offset: int, *, sys_flag: in
 
 def heartbeat_body(client_id: str, group: str, subs: dict[str, str], *, model: str = "CLUSTERING",
                    sub_version: int = 1) -> bytes:
-    from airflow_provider_rocketmq.client.message import java_string_hash
+    from airflow_provider_rocketmq.client.protocol.message import java_string_hash
 
     sub_list = []
     for topic, expr in subs.items():

@@ -9,16 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import recorded_vectors as vectors
 
 from airflow_provider_rocketmq.client import AclDeniedError, ClientConfig, Message
 from airflow_provider_rocketmq.client.admin import Admin
-from airflow_provider_rocketmq.client.errors import ConfigError
 from airflow_provider_rocketmq.client.producer import Producer
-from airflow_provider_rocketmq.client.remoting.acl import AclHook
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
+from airflow_provider_rocketmq.client.protocol.acl import AclHook
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand, decode_frame
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.embedded.acl import AclConfig, AclValidator, AddressRule, java_hashmap_order
+from tests import recorded_vectors as vectors
 
 from .rawclient import RawClient, heartbeat_body, pull_ext, send_ext
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from airflow_provider_rocketmq.client.message import decode_messages, parse_offset_msg_id
-from airflow_provider_rocketmq.client.remoting import fastjson
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.message import decode_messages, parse_offset_msg_id
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, heartbeat_body, props, pull_ext, send_ext

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_rocketmq.client.message import Message, decode_messages, encode_batch
+from airflow_provider_rocketmq.client.protocol.message import Message, decode_messages, encode_batch
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, props, pull_ext, send_ext
@@ -137,7 +137,7 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
 
 
 def test_a_data_dir_serves_one_broker_at_a_time(tmp_path: Path) -> None:
-    from airflow_provider_rocketmq.client.errors import ConfigError
+    from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 
     with EmbeddedCluster(data_dir=str(tmp_path)):
         with pytest.raises(ConfigError) as info:

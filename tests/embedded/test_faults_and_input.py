@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from airflow_provider_rocketmq.client.errors import ConfigError, RequestTimeoutError
-from airflow_provider_rocketmq.client.remoting import fastjson
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError, RequestTimeoutError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, pull_ext, send_ext

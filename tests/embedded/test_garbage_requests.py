@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, send_ext

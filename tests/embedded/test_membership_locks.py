@@ -7,11 +7,11 @@ import json
 import time
 from collections.abc import Callable
 
-from airflow_provider_rocketmq.client.message import decode_messages, parse_offset_msg_id
-from airflow_provider_rocketmq.client.queue import MessageQueue
-from airflow_provider_rocketmq.client.remoting import fastjson
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand
-from airflow_provider_rocketmq.client.remoting.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.connection import RemotingProtocol, open_connection
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand
+from airflow_provider_rocketmq.client.protocol.message import decode_messages, parse_offset_msg_id
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, heartbeat_body, send_ext
@@ -94,6 +94,24 @@ async def test_queue_locks_expire(embedded_cluster_factory: Callable[..., Embedd
         assert r.code == 1 and "LOCK_BATCH_MQ body is not JSON" in r.remark
     finally:
         await c.close()
+
+
+async def test_a_restarted_broker_forgets_its_locks(embedded_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    cluster = embedded_cluster_factory()  # locks last 60 s: only the restart can release A's
+    broker = cluster.brokers[0]
+    a = await RawClient().connect(broker.addr)
+    try:
+        assert _locked(await a.call(41, body=_lock_body("A", "go", 0))) == [0]
+    finally:
+        await a.close()
+    assert broker.lock_owner("go", MessageQueue("OT", "broker-a", 0)) == "A"  # a closed channel keeps its lock
+    await cluster.restart_broker("broker-a")
+    assert broker.lock_owner("go", MessageQueue("OT", "broker-a", 0)) is None
+    b = await RawClient().connect(broker.addr)
+    try:
+        assert _locked(await b.call(41, body=_lock_body("B", "go", 0))) == [0]
+    finally:
+        await b.close()
 
 
 async def test_broker_initiated_requests(embedded_cluster: EmbeddedCluster) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_rocketmq.client.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster, OffsetFaults, parse_offset_faults
 
 from .rawclient import RawClient, pull_ext, send_ext

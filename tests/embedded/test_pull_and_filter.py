@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from airflow_provider_rocketmq.client.message import decode_messages
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 
 from .rawclient import RawClient, heartbeat_body, props, pull_ext, send_ext

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from airflow_provider_rocketmq.client.message import (
+from airflow_provider_rocketmq.client.protocol.message import (
     Message,
     decode_messages,
     encode_batch,

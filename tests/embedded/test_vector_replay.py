@@ -16,29 +16,30 @@ to the embedded store's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
-import recorded_vectors as vectors
 
-from airflow_provider_rocketmq.client.message import (
+from airflow_provider_rocketmq.client.protocol import fastjson
+from airflow_provider_rocketmq.client.protocol.command import RemotingCommand, decode_frame
+from airflow_provider_rocketmq.client.protocol.message import (
+    MessageExt,
     decode_messages,
     parse_offset_msg_id,
     properties_to_string,
 )
-from airflow_provider_rocketmq.client.remoting import fastjson
-from airflow_provider_rocketmq.client.remoting.command import RemotingCommand, decode_frame
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.embedded.broker import EmbeddedBroker
+from tests import recorded_vectors as vectors
 
 from .rawclient import RawClient
 
 SCENARIOS = ["producer", "push_concurrent", "two_consumers_rebalance", "push_orderly", "admin", "errors"]
 SUSPEND_MS = 1500  # recorded pulls park for 15 s; the answer code is the same after 1.5 s
-
 
 
 def load(name: str) -> list[dict[str, Any]]:
@@ -88,10 +89,9 @@ def message_view(body: bytes) -> list[tuple[Any, ...]]:
 
 def compare(name: str, req: dict[str, Any], want: RemotingCommand, got: RemotingCommand) -> list[str]:
     where = f"{name}#{req['index']} code {req['code']}"
-    problems = []
     if got.code != want.code:
-        problems.append(f"{where}: response code {got.code} ({got.remark!r}), recorded {want.code} ({want.remark!r})")
-        return problems
+        return [f"{where}: response code {got.code} ({got.remark!r}), recorded {want.code} ({want.remark!r})"]
+    problems = []
     if (got.ext_fields is None) != (want.ext_fields is None) or set(got.ext) != set(want.ext):
         problems.append(f"{where}: extFields {got.ext_fields!r}, recorded {want.ext_fields!r}")
     if norm_remark(got.remark) != norm_remark(want.remark):
@@ -102,15 +102,22 @@ def compare(name: str, req: dict[str, Any], want: RemotingCommand, got: Remoting
         problems.append(f"{where}: body {'present' if got.body else 'absent'}, recorded "
                         f"{'present' if want.body else 'absent'}")
     elif want.body is not None and got.body is not None:
-        if req["code"] in (11, 33):
-            if message_view(got.body) != message_view(want.body):
-                problems.append(f"{where}: messages {message_view(got.body)} != recorded {message_view(want.body)}")
-        else:
-            if is_standard_json(got.body) != is_standard_json(want.body):
-                problems.append(f"{where}: standard-JSON {is_standard_json(got.body)}, recorded "
-                                f"{is_standard_json(want.body)}: {got.body[:200]!r}")
-            if shape(fastjson.loads(got.body)) != shape(fastjson.loads(want.body)):
-                problems.append(f"{where}: body {got.body[:400]!r} differs in structure from {want.body[:400]!r}")
+        problems += compare_bodies(where, req["code"], want.body, got.body)
+    return problems
+
+
+def compare_bodies(where: str, code: int, want: bytes, got: bytes) -> list[str]:
+    """Stored-message records field by field (pull, view by id); JSON bodies by kind and structure."""
+    if code in (11, 33):
+        if message_view(got) != message_view(want):
+            return [f"{where}: messages {message_view(got)} != recorded {message_view(want)}"]
+        return []
+    problems = []
+    if is_standard_json(got) != is_standard_json(want):
+        problems.append(f"{where}: standard-JSON {is_standard_json(got)}, recorded {is_standard_json(want)}: "
+                        f"{got[:200]!r}")
+    if shape(fastjson.loads(got)) != shape(fastjson.loads(want)):
+        problems.append(f"{where}: body {got[:400]!r} differs in structure from {want[:400]!r}")
     return problems
 
 
@@ -147,30 +154,12 @@ def seed_messages(broker: EmbeddedBroker, records: list[dict[str, Any]], phy_map
     """Store the messages the scenario pulls or views but did not produce, at their recorded offsets."""
     store = broker.store
     assert store is not None
-    skip = produced_topics(records)
-    wanted: dict[tuple[str, int], dict[int, Any]] = defaultdict(dict)
-    lengths: dict[tuple[str, int], int] = defaultdict(int)
-    for r in records:
-        if r["direction"] == "s2c" and r.get("request_code") in (11, 33):
-            resp = frame(r)
-            req = frame(next(x for x in records if x["index"] == r["request_index"]))
-            if r["code"] == 0:
-                for m in decode_messages(resp.body or b"", decompress_body=False):
-                    if m.topic not in skip:
-                        wanted[(m.topic, m.queue_id)][m.queue_offset] = m
-            if "maxOffset" in resp.ext and req.ext["topic"] not in skip:
-                key = (req.ext["topic"], int(req.ext["queueId"]))
-                lengths[key] = max(lengths[key], int(resp.ext["maxOffset"]))
-    for key in lengths:
-        wanted.setdefault(key, {})  # a queue known only from its maxOffset gets fillers
-    for (topic, qid), by_offset in sorted(wanted.items()):
-        top = max(max(by_offset, default=-1) + 1, lengths.get((topic, qid), 0))
+    for (topic, qid), (by_offset, length) in sorted(recorded_queues(records).items()):
+        top = max(max(by_offset, default=-1) + 1, length)
         if top == 0:
             continue
         broker.ensure_topic(topic, 1 if topic.startswith("%RETRY%") else 4)
-        for off in range(top):
-            if off < store.max_offset(topic, qid):
-                continue
+        for off in range(store.max_offset(topic, qid), top):
             m = by_offset.get(off)
             if m is None:  # a message the capture never showed: any filler keeps offsets aligned
                 store.put_message(topic, qid, b"filler", "", born_timestamp=0, born_host="127.0.0.1:1")
@@ -179,6 +168,27 @@ def seed_messages(broker: EmbeddedBroker, records: list[dict[str, Any]], phy_map
                                     sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
                                     reconsume_times=m.reconsume_times)
             phy_map[m.commit_log_offset] = put.commit_log_offset
+
+
+def recorded_queues(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[dict[int, MessageExt], int]]:
+    """(topic, queue id) -> (the messages pulls and views answered by queue offset, the largest maxOffset
+    a pull answered) for the queues the scenario reads but does not write."""
+    skip = produced_topics(records)
+    wanted: dict[tuple[str, int], dict[int, MessageExt]] = defaultdict(dict)
+    lengths: dict[tuple[str, int], int] = defaultdict(int)
+    for r in records:
+        if r["direction"] != "s2c" or r.get("request_code") not in (11, 33):
+            continue
+        resp = frame(r)
+        req = frame(next(x for x in records if x["index"] == r["request_index"]))
+        if r["code"] == 0:
+            for m in decode_messages(resp.body or b"", decompress_body=False):
+                if m.topic not in skip:
+                    wanted[(m.topic, m.queue_id)][m.queue_offset] = m
+        if "maxOffset" in resp.ext and req.ext["topic"] not in skip:
+            key = (req.ext["topic"], int(req.ext["queueId"]))
+            lengths[key] = max(lengths[key], int(resp.ext["maxOffset"]))
+    return {key: (wanted.get(key, {}), lengths.get(key, 0)) for key in set(wanted) | set(lengths)}
 
 
 async def setup_admin(cluster: EmbeddedCluster, records: list[dict[str, Any]]) -> list[RawClient]:
@@ -236,68 +246,96 @@ def rewrite(cmd: RemotingCommand, phy_map: dict[int, int]) -> None:
 
 def learn_offsets(req: dict[str, Any], want: RemotingCommand, got: RemotingCommand, phy_map: dict[int, int]) -> None:
     if req["code"] in (10, 310, 320) and want.code == 0 and got.code == 0:
-        for w, g in zip(want.ext["msgId"].split(","), got.ext["msgId"].split(",")):
+        # one msgId per stored message, recorded and replayed alike (a batch gives the same count)
+        for w, g in zip(want.ext["msgId"].split(","), got.ext["msgId"].split(","), strict=True):
             phy_map[parse_offset_msg_id(w)[1]] = parse_offset_msg_id(g)[1]
+
+
+class Replayer:
+    """Sends a capture's client requests to the embedded cluster, one connection per recorded stream,
+    and compares each answer, then the NOTIFY_CONSUMER_IDS_CHANGED count per connection, with the record."""
+
+    def __init__(self, name: str, records: list[dict[str, Any]], cluster: EmbeddedCluster,
+                 phy_map: dict[int, int]) -> None:
+        self.name = name
+        self.records = records
+        self.by_index = {r["index"]: r for r in records}
+        self.cluster = cluster
+        self.phy_map = phy_map
+        self.clients: dict[int, RawClient] = {}
+        self.pending: dict[int, asyncio.Task[RemotingCommand]] = {}
+        self.notify_expected: Counter[int] = Counter()
+        self.problems: list[str] = []
+        self.seen_codes: Counter[int] = Counter()
+
+    async def run(self) -> None:
+        for r in self.records:
+            if r["direction"] == "c2s":
+                await self.send(r)
+            elif r["rpc"] == "response":
+                await self.check_answer(r)
+            elif r["code"] == 40:
+                self.notify_expected[r["stream"]] += 1
+        await self.check_notifications()
+
+    async def send(self, r: dict[str, Any]) -> None:
+        if r["rpc"] == "request" and r.get("response_index") is None:
+            return  # a long poll still parked when the recorded client shut down
+        client = self.clients.get(r["stream"])
+        if client is None:
+            addr = self.cluster.namesrv_addr if r["server"] == "namesrv" else self.cluster.brokers[0].addr
+            client = self.clients[r["stream"]] = await RawClient().connect(addr)
+        cmd = frame(r)
+        rewrite(cmd, self.phy_map)
+        assert client.conn is not None
+        if r["rpc"] == "oneway":
+            client.conn.send(cmd)
+        else:
+            self.pending[r["index"]] = asyncio.ensure_future(client.conn.request(cmd, 20.0))
+
+    async def check_answer(self, r: dict[str, Any]) -> None:
+        req = self.by_index[r["request_index"]]
+        got = await self.pending.pop(r["request_index"])
+        want = frame(r)
+        learn_offsets(req, want, got, self.phy_map)
+        self.seen_codes[req["code"]] += 1
+        self.problems += compare(self.name, req, want, got)
+
+    async def check_notifications(self) -> None:
+        """Broker-initiated notifications: the recorded number on every connection (within 5 s)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        for stream, count in self.notify_expected.items():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await self.clients[stream].wait_inbound(40, count, timeout=max(0.0, deadline - loop.time()))
+        for stream, client in self.clients.items():
+            got = sum(1 for c in client.inbound if c.code == 40)
+            if got != self.notify_expected.get(stream, 0):
+                self.problems.append(f"{self.name}: stream {stream} got {got} NOTIFY_CONSUMER_IDS_CHANGED, "
+                                     f"recorded {self.notify_expected.get(stream, 0)}")
+        if self.notify_expected:
+            self.seen_codes[40] += sum(self.notify_expected.values())
+
+    async def close(self) -> None:
+        for c in self.clients.values():
+            await c.close()
 
 
 async def replay(name: str) -> tuple[list[str], Counter[int]]:
     records = load(name)
-    by_index = {r["index"]: r for r in records}
-    problems: list[str] = []
-    seen_codes: Counter[int] = Counter()
     phy_map: dict[int, int] = {}
     async with EmbeddedCluster(queues=4, time_scale=0.002) as cluster:
-        broker = cluster.brokers[0]
-        seed_topics(broker, records)
-        seed_messages(broker, records, phy_map)
+        seed_topics(cluster.brokers[0], records)
+        seed_messages(cluster.brokers[0], records, phy_map)
         helpers = await SETUP[name](cluster, records) if name in SETUP else []
-        clients: dict[int, RawClient] = {}
-        pending: dict[int, asyncio.Task[RemotingCommand]] = {}
-        notify_expected: Counter[int] = Counter()
+        replayer = Replayer(name, records, cluster, phy_map)
         try:
-            for r in records:
-                stream = r["stream"]
-                if r["direction"] == "c2s":
-                    if r["rpc"] == "request" and r.get("response_index") is None:
-                        continue  # a long poll still parked when the recorded client shut down
-                    client = clients.get(stream)
-                    if client is None:
-                        addr = cluster.namesrv_addr if r["server"] == "namesrv" else broker.addr
-                        client = clients[stream] = await RawClient().connect(addr)
-                    cmd = frame(r)
-                    rewrite(cmd, phy_map)
-                    assert client.conn is not None
-                    if r["rpc"] == "oneway":
-                        client.conn.send(cmd)
-                    else:
-                        pending[r["index"]] = asyncio.ensure_future(client.conn.request(cmd, 20.0))
-                elif r["rpc"] == "response":
-                    req = by_index[r["request_index"]]
-                    got = await pending.pop(r["request_index"])
-                    want = frame(r)
-                    learn_offsets(req, want, got, phy_map)
-                    seen_codes[req["code"]] += 1
-                    problems += compare(name, req, want, got)
-                elif r["code"] == 40:
-                    notify_expected[stream] += 1
-            # broker-initiated notifications: the same number on every connection
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 5
-            while True:
-                got_notify = {s: sum(1 for c in cl.inbound if c.code == 40) for s, cl in clients.items()}
-                if all(got_notify[s] == n for s, n in notify_expected.items()) or loop.time() > deadline:
-                    break
-                await asyncio.sleep(0.05)
-            for s in clients:
-                if got_notify[s] != notify_expected.get(s, 0):
-                    problems.append(f"{name}: stream {s} got {got_notify[s]} NOTIFY_CONSUMER_IDS_CHANGED, "
-                                    f"recorded {notify_expected.get(s, 0)}")
-            if notify_expected:
-                seen_codes[40] += sum(notify_expected.values())
+            await replayer.run()
         finally:
-            for c in list(clients.values()) + helpers:
+            await replayer.close()
+            for c in helpers:
                 await c.close()
-    return problems, seen_codes
+    return replayer.problems, replayer.seen_codes
 
 
 def recorded_codes(name: str) -> set[int]:

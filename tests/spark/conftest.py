@@ -114,7 +114,7 @@ def build_window(directory: Path, window_id: str,
     return write_manifest(m, directory)
 
 
-# the fault matrices' window (tests/spark/test_load_faults.py, test_iceberg_faults.py)
+# the fault matrices' window (tests/spark/load/test_load_faults.py, test_iceberg_faults.py)
 FAULT_QUEUES = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0)]
 Key = tuple[str, int, int]  # broker, queue_id, queue_offset
 # two write tasks (shuffle partitions) even for the quick size: AQE would coalesce them into one

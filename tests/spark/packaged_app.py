@@ -15,7 +15,7 @@ def origins() -> dict[str, Any]:
     """Where this interpreter finds the package and tenacity, and whether Airflow is importable."""
     import tenacity
 
-    import airflow_provider_rocketmq.spark.datasource as ds
+    import airflow_provider_rocketmq.spark.source.datasource as ds
     try:
         import airflow  # noqa: F401
         has_airflow = True
@@ -27,7 +27,7 @@ def origins() -> dict[str, Any]:
 def main(namesrv: str, topic: str, work: str, result_path: str) -> None:
     from pyspark.sql import SparkSession
 
-    from airflow_provider_rocketmq.spark.datasource import RocketMQDataSource
+    from airflow_provider_rocketmq.spark.source.datasource import RocketMQDataSource
 
     spark = SparkSession.builder.appName("rocketmq-packaged").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

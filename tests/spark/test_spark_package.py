@@ -100,7 +100,7 @@ def test_spark_submit_with_the_zip_and_workers_without_the_package(tmp_path: Pat
     out = json.loads(result.read_text())
     for side in ("driver", "worker"):
         # from the zip (the driver's path, or Spark's copy of it for workers), not from site-packages
-        assert out[side]["datasource"].endswith("rocketmq-spark.zip/airflow_provider_rocketmq/spark/datasource.py")
+        assert out[side]["datasource"].endswith("rocketmq-spark.zip/airflow_provider_rocketmq/spark/source/datasource.py")
         assert out[side]["tenacity"].endswith("rocketmq-spark.zip/tenacity/__init__.py")
         assert out[side]["airflow"] is False
     assert sorted(out["batch"]) == stored and len(stored) == 96

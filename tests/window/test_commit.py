@@ -1,4 +1,4 @@
-"""Window commits stick on a broker that loses overlapping first commits (issue 14)."""
+"""Window commits stick on a broker that loses overlapping first commits."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_concurrent_window_commits_are_read_back_and_rewritten(embedded_cluster:
         moved.append(commit_offsets(admin, "g_wc", [(mq, 7 + mq.queue_id)]))
 
     try:
-        threads = [threading.Thread(target=commit, args=pair) for pair in zip(admins, mqs)]
+        threads = [threading.Thread(target=commit, args=pair) for pair in zip(admins, mqs, strict=True)]
         for t in threads:
             t.start()
         for t in threads:

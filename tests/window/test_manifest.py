@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_rocketmq.client.errors import RocketMQError
-from airflow_provider_rocketmq.client.message import MessageExt
+from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
+from airflow_provider_rocketmq.client.protocol.message import MessageExt
 from airflow_provider_rocketmq.window import manifest as mf
 from airflow_provider_rocketmq.window.manifest import (
     ManifestError,

@@ -12,8 +12,8 @@ import pytest
 
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer
 from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
-from airflow_provider_rocketmq.client.errors import ConfigError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.errors import ConfigError
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.window.manifest import (
     FileEntry,

@@ -8,15 +8,15 @@ from typing import Any, ClassVar
 
 import pyarrow.parquet as pq
 import pytest
-from s3_server import MotoS3
-from window_batches import batch, batch_with_bad_properties
 
-from airflow_provider_rocketmq.client.errors import MessageDecodeError
-from airflow_provider_rocketmq.client.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.errors import MessageDecodeError
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
 from airflow_provider_rocketmq.window.manifest import ManifestError, read_manifest, staged_file_urls
 from airflow_provider_rocketmq.window.runner import WindowSpec, run_window
 from airflow_provider_rocketmq.window.staging import StagingLocation
 from airflow_provider_rocketmq.window.writer import WriterError
+from tests.s3_server import MotoS3
+from tests.window_batches import batch, batch_with_bad_properties
 
 MQ0 = MessageQueue("t", "broker-a", 0)
 MQ1 = MessageQueue("t", "broker-a", 1)

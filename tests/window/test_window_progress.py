@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from window_batches import batch
-
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer, PushConsumer
 from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
@@ -25,6 +23,7 @@ from airflow_provider_rocketmq.window.runner import (
     register_window_listener,
     run_window,
 )
+from tests.window_batches import batch
 
 Q0: QueueKey = ("b", 0)
 Q1: QueueKey = ("b", 1)
@@ -53,10 +52,19 @@ class CountingCollector(WindowCollector):
         return super().slices()
 
 
+class FromZero:
+    """Every queue of the window starts at offset 0."""
+
+    def initial(self, key: QueueKey) -> int:
+        return 0
+
+    def floor(self, key: QueueKey) -> int:
+        return 0
+
+
 def collector(high_water: dict[QueueKey, int], expression: str = "*") -> CountingCollector:
-    c = CountingCollector(high_water, sink=lambda b: None, tags=parse_tag_expression(expression))
-    for key in high_water:
-        c.set_start(key, 0)
+    c = CountingCollector(high_water, sink=lambda b: None, starts=FromZero(), tags=parse_tag_expression(expression))
+    c.take_queues(high_water)
     return c
 
 
@@ -168,7 +176,7 @@ def test_tag_filtered_offsets_are_reported_apart_from_staged_messages() -> None:
 
 def test_before_any_queue_is_assigned_the_line_says_so() -> None:
     clock, lines = Clock(), []
-    c = CountingCollector({Q0: 10}, sink=lambda b: None)  # no start set: the queue is not assigned yet
+    c = CountingCollector({Q0: 10}, sink=lambda b: None, starts=FromZero())  # no queue taken yet
     progress = WindowProgress(interval=30, emit=lines.append, clock=clock)
     progress.attach(c)
     at(clock, progress, 30)

@@ -20,7 +20,7 @@ import pytest
 
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer, PushConsumer
 from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
-from airflow_provider_rocketmq.client.errors import RequestTimeoutError
+from airflow_provider_rocketmq.client.protocol.errors import RequestTimeoutError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.window.commit import commit_manifest
 from airflow_provider_rocketmq.window.manifest import read_manifest

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from window_batches import batch
 
-from airflow_provider_rocketmq.client.columnar import ColumnBatch
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch
 from airflow_provider_rocketmq.window.staging import StagingLocation
 from airflow_provider_rocketmq.window.writer import StagingWriter, WriterError
+from tests.window_batches import batch
 
 A0 = ("broker-a", 0)
 

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from ..errors import ConfigError
-from ..queue import MessageQueue
+from ..protocol.errors import ConfigError
+from ..protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

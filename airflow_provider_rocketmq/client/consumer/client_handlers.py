@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ProtocolError
+from ..connection import RemotingProtocol
 from ..mqclient import MQClient
-from ..queue import MessageQueue
-from ..remoting import fastjson
-from ..remoting.codes import RequestCode, ResponseCode
-from ..remoting.command import RemotingCommand
-from ..remoting.connection import RemotingProtocol
+from ..protocol import fastjson
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import RemotingCommand
+from ..protocol.errors import ProtocolError
+from ..protocol.queue import MessageQueue
 from .lifecycle import Background
 from .ports import BrokerRequests
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ClientConfig
-from ..errors import ConfigError
+from ..protocol.errors import ConfigError
 
 
 class ConsumeStatus(enum.Enum):

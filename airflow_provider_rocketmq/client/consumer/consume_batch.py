@@ -1,4 +1,4 @@
-"""Batch listeners: ``fn(batch, ctx)`` once per pulled batch (docs/CONTRACTS.md, "Wave 2").
+"""Batch listeners: ``fn(batch, ctx)`` once per pulled batch.
 
 Every batch goes through one FIFO: a sync ``fn`` runs on one dedicated consume
 thread, an ``async def fn`` on one task of the event loop. So batches of one
@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..batch import PulledBatch
-from ..message import MessageExt
-from ..queue import MessageQueue
+from ..protocol.batch import PulledBatch
+from ..protocol.message import MessageExt
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
 from .consume_pool import RESULT_POLL_MAX, RESULT_POLL_MIN, ConsumePool, KickScheduler, wait_exited
 from .lifecycle import Background, Lifecycle, wait_set

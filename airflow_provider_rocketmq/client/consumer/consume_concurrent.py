@@ -17,11 +17,11 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from ..message import MessageExt
-from ..queue import MessageQueue
+from ..protocol.message import MessageExt
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig, ConsumeStatus
-from .consume_pool import RESULT_POLL_MAX, RESULT_POLL_MIN, ConsumePool, KickScheduler, wait_exited
-from .lifecycle import Background, Lifecycle, wait_set
+from .consume_pool import ConsumePool, PooledConsumeService
+from .lifecycle import Background, Lifecycle
 from .listener import ACK_ALL, ConsumeContext, Listener, failed_from, is_async_listener
 from .ports import OffsetSink, OwnedQueues, SendBackFn
 from .process_queue import InFlight, ProcessQueue
@@ -37,7 +37,7 @@ Failure = tuple[list[MessageExt], int]  # (messages, delay level)
 Result = tuple[Sequence[MessageExt], ProcessQueue, MessageQueue, int, list[Failure], float]
 
 
-class ConcurrentConsumeService:
+class ConcurrentConsumeService(PooledConsumeService):
     """Runs a concurrent listener over pulled batches and settles offsets per batch."""
 
     def __init__(self, *, config: ConsumerConfig, group: str, listener: Listener, life: Lifecycle,
@@ -51,23 +51,13 @@ class ConcurrentConsumeService:
         self.table = table
         self.stats = stats
         self.is_async = is_async_listener(listener)
-        self.loop = asyncio.get_running_loop()
+        super().__init__(None if self.is_async else ConsumePool(config.consume_thread_min,
+                                                                f"ConsumeMessageThread_{group}"),
+                         Background("concurrent consume"))
         self.batch_max = config.consume_message_batch_max_size
-        self.inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self.bg = Background("concurrent consume")
-        # Worker results go through a deque that the loop polls (pull loop + a timer armed while
-        # batches are in flight): workers never wake the loop, which would cost a self-pipe write,
-        # a loop iteration and a GIL hand-off per burst.
+        # Worker results, until the loop polls them (PooledConsumeService): a worker waking the loop
+        # would cost a self-pipe write, a loop iteration and a GIL hand-off per burst.
         self._results: collections.deque[Result] = collections.deque()
-        self._poll_timer: asyncio.TimerHandle | None = None
-        self._poll_interval = RESULT_POLL_MIN
-        self.pool: ConsumePool | None = None
-        self._kick: KickScheduler | None = None
-        if not self.is_async:
-            self.pool = ConsumePool(config.consume_thread_min, f"ConsumeMessageThread_{group}")
-            self._kick = KickScheduler(self.loop, self.pool)
 
     # -- dispatch --------------------------------------------------------------------------
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
@@ -80,11 +70,7 @@ class ConcurrentConsumeService:
         else:
             assert self.pool is not None
             self.pool.submit(self._run_sync, msgs, pq, mq, token, fl)
-            assert self._kick is not None
-            self._kick.schedule()
-            if self._poll_timer is None:
-                self._poll_interval = RESULT_POLL_MIN
-                self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
+            self._wake_pool()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self.bg.spawn(coro, name)
@@ -140,17 +126,13 @@ class ConcurrentConsumeService:
         while results:
             self._settle(*results.popleft())
 
-    def _poll_results(self) -> None:
-        self._poll_timer = None
+    def _collect(self) -> bool:
         if self.pool is not None and self.pool.pending():
             self.pool.grow()  # batches still wait: one more worker if the awake ones are stuck
-        if self._results:
-            self.settle_ready()
-            self._poll_interval = RESULT_POLL_MIN
-        else:  # a slow listener: poll less often, up to RESULT_POLL_MAX
-            self._poll_interval = min(self._poll_interval * 2, RESULT_POLL_MAX)
-        if self.inflight > 0:
-            self._poll_timer = self.loop.call_later(self._poll_interval, self._poll_results)
+        if not self._results:
+            return False
+        self.settle_ready()
+        return True
 
     async def _run_async(self, msgs: Sequence[MessageExt], pq: ProcessQueue, mq: MessageQueue,
                          token: int, fl: InFlight) -> None:
@@ -237,12 +219,6 @@ class ConcurrentConsumeService:
             if not pq.dropped and not self.life.closing:
                 self.submit(retry_later, pq, mq)
 
-    def _done_one(self) -> None:
-        self.inflight -= 1
-        if self.inflight <= 0:
-            self.inflight = 0
-            self._idle.set()
-
     # -- maintenance ---------------------------------------------------------------------------
     async def clean_expired(self) -> None:
         """Send back messages whose listener call exceeded consume_timeout (Java cleanExpiredMsg)."""
@@ -252,18 +228,3 @@ class ConcurrentConsumeService:
                 log.warning("message %s of %s exceeded consume_timeout; sending it back", m.msg_id, mq)
                 if await self.send_back(m, EXPIRED_DELAY_LEVEL, mq):
                     self._commit(pq, mq, [m])
-
-    async def drain(self, timeout: float) -> bool:
-        """Wait until in-flight batches are settled (or the timeout passes)."""
-        return await wait_set(self._idle, timeout)
-
-    async def close(self) -> None:
-        if self._poll_timer is not None:
-            self._poll_timer.cancel()
-            self._poll_timer = None
-        if self._kick is not None:
-            self._kick.cancel()
-        await self.bg.cancel_all()
-        if self.pool is not None:
-            self.pool.shutdown()
-            await wait_exited(self.pool.threads)

@@ -16,9 +16,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from ..config import RETRY_PREFIX
-from ..message import PROPERTY_RETRY_TOPIC, MessageExt
-from ..queue import MessageQueue
+from ..protocol.message import PROPERTY_RETRY_TOPIC, MessageExt
+from ..protocol.names import RETRY_PREFIX
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
 from .consume_pool import DaemonExecutor, wait_exited
 from .lifecycle import Background, Lifecycle
@@ -33,6 +33,15 @@ RETRY_LOCK_SOON = 0.1  # Java tryLockLaterAndReconsume: 100 ms when the queue wa
 RETRY_LOCK_LATER = 3.0
 YIELD_DELAY = 0.01
 
+
+
+def _restore_retry_topics(msgs: list[MessageExt]) -> None:
+    """Messages pulled from a %RETRY% topic carry their original topic again (Java resetRetryAndNamespace)."""
+    for m in msgs:
+        if m.topic.startswith(RETRY_PREFIX):
+            original = m.properties.get(PROPERTY_RETRY_TOPIC)
+            if original:
+                m.topic = original
 
 class OrderlyConsumeService:
     """Consumes each owned queue sequentially; never two workers on one queue."""
@@ -159,6 +168,8 @@ class OrderlyConsumeService:
         return await asyncio.get_running_loop().run_in_executor(self.pool, self.listener, msgs, ctx)
 
     async def _consume_queue(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """Hand ``mq``'s messages to the listener, one batch at a time, while this member holds its lock
+        (at most ``max_time_consume_continuously``, then it lets other queues have the thread)."""
         cfg = self.config
         life = self.life
         st = self.stats.topic(mq.topic)
@@ -176,46 +187,43 @@ class OrderlyConsumeService:
                 msgs = pq.take_messages(cfg.consume_message_batch_max_size)
                 if not msgs:
                     return
-                for m in msgs:
-                    if m.topic.startswith(RETRY_PREFIX):
-                        original = m.properties.get(PROPERTY_RETRY_TOPIC)
-                        if original:
-                            m.topic = original
+                _restore_retry_topics(msgs)
                 ctx = OrderlyContext(mq)
                 start = time.monotonic()
                 try:
                     status = await self._call(msgs, ctx)
-                except asyncio.CancelledError:
-                    raise
                 except Exception:
                     log.exception("orderly listener raised on %d message(s) of %s", len(msgs), mq)
                     status = None
-                rt = time.monotonic() - start
-                st.consume_rt += rt
+                st.consume_rt += time.monotonic() - start
                 st.consume_calls += 1
                 if pq.dropped:
                     return
                 outcome = orderly_outcome(status, ctx.auto_commit)
-                if outcome is OrderlyOutcome.COMMIT:
+                if outcome is OrderlyOutcome.COMMIT or outcome is OrderlyOutcome.ACK:
                     st.consumed_ok += len(msgs)
-                    self._commit(pq, mq)
+                    if outcome is OrderlyOutcome.COMMIT:  # ACK (auto_commit off): consumed, offset unchanged
+                        self._commit(pq, mq)
                     continue
-                if outcome is OrderlyOutcome.ACK:  # auto_commit off: consumed, offset unchanged
-                    st.consumed_ok += len(msgs)
-                    continue
-                st.consumed_failed += len(msgs)
-                if outcome is OrderlyOutcome.ROLLBACK:
-                    pq.rollback()
-                elif await self._past_max(msgs):
-                    self._commit(pq, mq)  # sent to retry/DLQ: they count as consumed
-                    continue
-                else:
-                    pq.make_messages_consume_again(msgs)
-                pause = ctx.suspend_current_queue_time if ctx.suspend_current_queue_time > 0 \
-                    else cfg.effective_suspend_time()
-                await asyncio.sleep(min(30.0, max(0.01, pause)))
+                await self._after_failure(pq, mq, msgs, outcome, ctx)
         finally:
             pq.orderly_running = False
+
+    async def _after_failure(self, pq: ProcessQueue, mq: MessageQueue, msgs: list[MessageExt],
+                             outcome: OrderlyOutcome, ctx: OrderlyContext) -> None:
+        """A batch the listener did not consume: roll back, or send it to retry/DLQ past its maximum
+        reconsume times, or take it again after the queue's pause."""
+        self.stats.topic(mq.topic).consumed_failed += len(msgs)
+        if outcome is OrderlyOutcome.ROLLBACK:
+            pq.rollback()
+        elif await self._past_max(msgs):
+            self._commit(pq, mq)  # sent to retry/DLQ: they count as consumed
+            return
+        else:
+            pq.make_messages_consume_again(msgs)
+        pause = ctx.suspend_current_queue_time if ctx.suspend_current_queue_time > 0 \
+            else self.config.effective_suspend_time()
+        await asyncio.sleep(min(30.0, max(0.01, pause)))
 
     def _commit(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         offset = pq.commit()

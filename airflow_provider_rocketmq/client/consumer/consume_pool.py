@@ -1,4 +1,5 @@
-"""A small worker pool tuned for handing pulled batches to consume threads.
+"""A small worker pool tuned for handing pulled batches to consume threads, and the part of the
+consume services built on it (`PooledConsumeService`: results polled by the loop, drain, close).
 
 `concurrent.futures.ThreadPoolExecutor` creates a Future (with its own
 Condition) per task and may wake a thread for every submit. Here a task is a
@@ -32,6 +33,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from .lifecycle import Background, wait_set
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +180,69 @@ async def wait_exited(threads: list[threading.Thread], timeout: float = THREAD_E
     return sum(1 for t in threads if t.is_alive())
 
 
+class PooledConsumeService:
+    """What the concurrent and the batch consume services share.
+
+    Sync listeners run on a `ConsumePool` whose results wait in a deque the loop polls (the pull
+    loops before each pull, and a timer while batches are in flight): the consume threads never
+    wake the loop. Async listeners run on the loop (no pool). Both count the batches in flight,
+    so that `drain` can wait until they are settled, and close the same way.
+    """
+
+    def __init__(self, pool: ConsumePool | None, bg: Background) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.pool = pool
+        self.bg = bg
+        self.inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._kick = KickScheduler(self.loop, pool) if pool is not None else None
+        self._poll_timer: asyncio.TimerHandle | None = None
+        self._poll_interval = RESULT_POLL_MIN
+
+    def _collect(self) -> bool:
+        """Settle what the workers finished; whether there was anything."""
+        raise NotImplementedError
+
+    def _wake_pool(self) -> None:
+        """After a submit to the pool: a worker wakes soon, and the results are polled while in flight."""
+        assert self._kick is not None
+        self._kick.schedule()
+        if self._poll_timer is None:
+            self._poll_interval = RESULT_POLL_MIN
+            self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
+
+    def _poll_results(self) -> None:
+        self._poll_timer = None
+        if self._collect():
+            self._poll_interval = RESULT_POLL_MIN
+        else:  # a slow listener (or a writer pushing back): poll less often, up to RESULT_POLL_MAX
+            self._poll_interval = min(self._poll_interval * 2, RESULT_POLL_MAX)
+        if self.inflight > 0:
+            self._poll_timer = self.loop.call_later(self._poll_interval, self._poll_results)
+
+    def _done_one(self) -> None:
+        self.inflight -= 1
+        if self.inflight <= 0:
+            self.inflight = 0
+            self._idle.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until in-flight batches are settled (or the timeout passes)."""
+        return await wait_set(self._idle, timeout)
+
+    async def close(self) -> None:
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+            self._poll_timer = None
+        if self._kick is not None:
+            self._kick.cancel()
+        await self.bg.cancel_all()
+        if self.pool is not None:
+            self.pool.shutdown()
+            await wait_exited(self.pool.threads)
+
+
 class DaemonExecutor(concurrent.futures.Executor):
     """A fixed set of daemon threads behind the `Executor` API (for ``loop.run_in_executor``).
 
@@ -215,7 +281,7 @@ class DaemonExecutor(concurrent.futures.Executor):
                 continue
             try:
                 fut.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - the caller's future carries it, like ThreadPoolExecutor
+            except BaseException as exc:
                 fut.set_exception(exc)
 
     def shutdown(self, wait: bool = False, *, cancel_futures: bool = True) -> None:

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..batch import BatchDecoder, PullFilter
-from ..config import RETRY_PREFIX, retry_topic
-from ..errors import (
+from ..mqclient import MQClient
+from ..protocol.batch import BatchDecoder, PullFilter
+from ..protocol.errors import (
     AclDeniedError,
     ClientStateError,
     ConfigError,
@@ -31,9 +31,9 @@ from ..errors import (
     ProtocolError,
     RocketMQError,
 )
-from ..message import decode_messages
-from ..mqclient import MQClient
-from ..queue import MessageQueue
+from ..protocol.message import decode_messages
+from ..protocol.names import RETRY_PREFIX, retry_topic
+from ..protocol.queue import MessageQueue
 from .allocate import AllocateStrategy, strategy_by_name
 from .client_handlers import register_handlers
 from .config import ConsumerConfig, MessageModel, enum_value
@@ -390,7 +390,7 @@ class ConsumerCore:
         """A pull found ``broker`` unreachable, or the broker no longer knows this member (it restarted
         and lost its consumer table): refresh routes and heartbeat it as soon as it answers, so pulls
         resume within about a second of the broker accepting connections rather than at the next
-        30 s heartbeat or route poll (issue 13)."""
+        30 s heartbeat or route poll."""
         if self.life.closing or broker in self._renewing or self.parts is None:
             return
         self._renewing.add(broker)

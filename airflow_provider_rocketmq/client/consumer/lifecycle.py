@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..errors import ClientStateError
+from ..protocol.errors import ClientStateError
 
 log = logging.getLogger(__name__)
 

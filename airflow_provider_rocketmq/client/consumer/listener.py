@@ -9,8 +9,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
-from ..message import MessageExt
-from ..queue import MessageQueue
+from ..protocol.message import MessageExt
+from ..protocol.queue import MessageQueue
 from .config import ConsumeStatus, OrderlyStatus
 
 ACK_ALL = 2**31 - 1  # Java ackIndex default (Integer.MAX_VALUE)
@@ -139,7 +139,7 @@ async def consume_message_directly(call: Callable[[Any], Awaitable[Any]], ctx: C
             result = _CR_ORDERLY.get(status, "CR_SUCCESS" if orderly_ok(status) else "CR_LATER")
         else:
             result = _CR.get(status, "CR_LATER")
-    except Exception as exc:  # noqa: BLE001 - a user listener may raise anything; report it like Java
+    except Exception as exc:
         result = "CR_THROW_EXCEPTION"
         remark = f"{type(exc).__name__}: {exc}"
     auto_commit = ctx.auto_commit if isinstance(ctx, OrderlyContext) else True

@@ -14,11 +14,11 @@ import json
 import logging
 import time
 
-from ..errors import RocketMQError
 from ..mqclient import MQClient
-from ..queue import MessageQueue
-from ..remoting.codes import RequestCode
-from ..remoting.command import RemotingCommand
+from ..protocol.codes import RequestCode
+from ..protocol.command import RemotingCommand
+from ..protocol.errors import RocketMQError
+from ..protocol.queue import MessageQueue
 from .lifecycle import Lifecycle
 from .ports import OwnedQueues
 

@@ -13,7 +13,7 @@ requests on a 32-thread executor and pulls on another, and its
 ConsumerOffsetManager.commitOffset is a last-writer-wins put whose first commit of
 a ``topic@group`` creates the table with an unguarded get/new/put: concurrent
 first commits lose all but one queue although every one is answered SUCCESS, and
-a pull's offset can land after a newer UPDATE (issue 14). Writes that never
+a pull's offset can land after a newer UPDATE. Writes that never
 overlap cannot race; the final persist also reads every written offset back and
 writes again what the broker lost.
 """
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import AclDeniedError, ProtocolError, RocketMQError
-from ..queue import MessageQueue
-from ..remoting import fastjson
+from ..protocol import fastjson
+from ..protocol.errors import AclDeniedError, ProtocolError, RocketMQError
+from ..protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
                 got = await asyncio.gather(*(self.client.query_consumer_offset(mq, self.group) for mq in written),
                                            return_exceptions=True)
                 pending = {}
-                for (mq, off), value in zip(written.items(), got):
+                for (mq, off), value in zip(written.items(), got, strict=True):
                     if isinstance(value, BaseException):
                         report.failed[mq] = f"offset {off} written, but it could not be read back: {value}"
                     elif value >= off:

@@ -3,9 +3,9 @@
 No service holds the core or a sibling: each gets, at construction, exactly the
 views and hooks below. Imports point one way only - `core` imports the
 services, the services import this module, `process_queue` and leaf modules -
-so `client/consumer` has no import cycle (tests/consumer/test_structure.py).
+so `client/consumer` has no import cycle (tests/test_structure.py).
 
-    pull        -> Dispatch (hand batches to consumption, settle finished ones),
+    pull        -> submit / settle callables of the consume service,
                    PullOffsets, StartOffset, ForgetQueue, StopOffsets, FlowLimits
     consume     -> OffsetSink, SendBackFn, LockFn (orderly), the owned-queue view
     rebalance   -> QueueControl (pull), QueueRelease (consume), RebalanceOffsets
@@ -15,13 +15,13 @@ so `client/consumer` has no import cycle (tests/consumer/test_structure.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from ..batch import PulledBatch
-from ..errors import AclDeniedError
-from ..message import MessageExt
-from ..queue import MessageQueue
+from ..protocol.errors import AclDeniedError
+from ..protocol.message import MessageExt
+from ..protocol.queue import MessageQueue
 from .offset_store import ReadOffsetType
 from .process_queue import ProcessQueue
 
@@ -56,24 +56,6 @@ class RebalanceOffsets(Protocol):
     async def persist_sync(self, mq: MessageQueue) -> None: ...
 
     def remove_offset(self, mq: MessageQueue) -> None: ...
-
-
-class MessageDispatch(Protocol):
-    """The consume service as the pull loop sees it (message listeners)."""
-
-    def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None: ...
-
-    def settle_ready(self) -> None:
-        """Settle batches the workers finished (called by the pull loops before flow control)."""
-        ...
-
-
-class BatchDispatch(Protocol):
-    """The consume service as the pull loop sees it (batch listeners)."""
-
-    def submit_batch(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue) -> None: ...
-
-    def settle_ready(self) -> None: ...
 
 
 class QueueControl(Protocol):
@@ -123,10 +105,8 @@ class StopOffsets:
         """Until `update` is called, at most ``timeout`` seconds."""
         if self._changed is None or self._changed.done():
             self._changed = asyncio.get_running_loop().create_future()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._changed), timeout)
-        except asyncio.TimeoutError:
-            pass
 
 
 class FlowLimits:

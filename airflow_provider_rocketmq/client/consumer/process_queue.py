@@ -28,8 +28,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..batch import PulledBatch
-from ..message import MessageExt
+from ..protocol.batch import PulledBatch
+from ..protocol.message import MessageExt
 
 
 class _Batch:
@@ -432,9 +432,6 @@ class ProcessQueue:
     def rollback(self) -> None:
         """Orderly, auto_commit off: every taken, uncommitted message goes back to the head."""
         self.make_messages_consume_again(list(self.consuming.values()))
-
-    def has_temp_messages(self) -> bool:
-        return self.cached_count > 0
 
     # -- expiry ------------------------------------------------------------------------
     def is_lock_expired(self, max_live: float) -> bool:

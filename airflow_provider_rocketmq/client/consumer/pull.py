@@ -9,37 +9,39 @@ consume service.
 Unlike Java, pulls never piggy-back the consumed offset (sysFlag 2, never the
 commit bit 1): a real broker applies that offset on its pull executor, after an
 UPDATE_CONSUMER_OFFSET sent later may already have landed, and the older value
-wins (issue 14). The offset store is the only writer of offsets (offset_store.py).
+wins. The offset store is the only writer of offsets (offset_store.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import random
 import time
 from collections.abc import Callable, Mapping
 
-from ..batch import BatchDecoder, PulledBatch, filter_for
-from ..config import RETRY_PREFIX
-from ..errors import AclDeniedError, MessageDecodeError, RequestTimeoutError, RocketMQError, broker_error
-from ..message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages_sized
+from ..connection import RemotingProtocol
 from ..mqclient import MQClient
-from ..queue import MessageQueue
-from ..remoting.codes import (
-    PULL_FLAG_SUBSCRIPTION,
-    PULL_FLAG_SUSPEND,
-    RequestCode,
-    ResponseCode,
+from ..protocol.batch import BatchDecoder, PulledBatch, filter_for
+from ..protocol.codes import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, ResponseCode
+from ..protocol.command import RemotingCommand
+from ..protocol.errors import (
+    AclDeniedError,
+    MessageDecodeError,
+    RequestTimeoutError,
+    RocketMQError,
+    broker_error,
 )
-from ..remoting.command import RemotingCommand
-from ..remoting.connection import RemotingProtocol, next_opaque
+from ..protocol.message import PROPERTY_RETRY_TOPIC, MessageExt, decode_messages_sized
+from ..protocol.names import RETRY_PREFIX
+from ..protocol.queue import MessageQueue
+from ..pull_request import PullFrame
 from .config import ConsumerConfig
 from .lifecycle import Background, Lifecycle
 from .ports import DeniedHook, FlowLimits, ForgetQueue, PullOffsets, StartOffset, StopOffsets
 from .process_queue import ProcessQueue
-from .pull_frame import PullFrame
-from .stats import ConsumeStatsTable
+from .stats import ConsumeStatsTable, TopicStats
 from .subscription import SubscriptionData
 
 log = logging.getLogger(__name__)
@@ -53,9 +55,21 @@ DELAY_OFFSET_ILLEGAL = 10.0  # Java waits before re-seeding an illegal offset (l
 # after pull_time_delay_when_exception (3 s), while `on_trouble` renews the member on that broker
 RECONNECT_DELAY_MIN = 0.2
 RECONNECT_DELAY_MAX = 1.0
-# a restarted broker has forgotten the member: its heartbeat brings the subscription back
-_FORGOTTEN = (ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST)
+# the broker does not know this member's subscription (it restarted): the heartbeat brings it back
+_MEMBER_UNKNOWN = (ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST)
 SWEEP_INTERVAL = 1.0  # how often overdue long polls are failed (their timeout is tens of seconds)
+
+
+
+class _Wait(enum.Enum):
+    """Why a queue's next pull waits (`PullService._reason_to_wait`)."""
+
+    PAUSED = "the consumer is suspended"
+    CACHE_FULL = "flow control: the queue's cache is over a threshold"
+    UNLOCKED = "orderly: the queue is not locked on the broker"
+    OFFSET_TO_REREAD = "orderly: the stored offset is read again after locking"
+    AT_STOP = "the queue reached its stop offset"
+
 
 SubmitMessages = Callable[[list[MessageExt], ProcessQueue, MessageQueue], None]
 SubmitBatch = Callable[[PulledBatch, ProcessQueue, MessageQueue], None]
@@ -150,19 +164,16 @@ class PullService:
 
     # -- the loop ---------------------------------------------------------------------------
     async def _loop(self, mq: MessageQueue, pq: ProcessQueue, delay: float = 0.0) -> None:
-        cfg = self.config
+        """Pull ``mq`` until its queue is dropped or the consumer closes: wait until a pull may go
+        (`_reason_to_wait`), pull, hand what came to the consume service."""
         life = self.life
-        limits = self.limits
-        orderly = self.orderly
         settle = self.settle
-        submit = self.submit
-        batches = self.batches
+        deliver = self._deliver_messages if self.batches is None else self._deliver_batch
         sub = self.subscriptions.get(mq.topic)
         st = self.stats.topic(mq.topic)
         now = self.now
-        previously_locked = False
+        offset_reread = False  # orderly: the stored offset was read again since the lock was taken
         troubles = 0  # consecutive pulls lost to a broker restart / dropped connection
-        rewrite = mq.topic.startswith(RETRY_PREFIX) or bool(cfg.namespace)  # see _prepare
         while not pq.dropped and not life.closing:
             settle()  # concurrent mode: finished batches free the cache before flow control
             if delay:
@@ -170,51 +181,23 @@ class PullService:
                 delay = 0.0
                 if pq.dropped or life.closing:
                     return
-            if life.paused:
-                delay = DELAY_SUSPENDED
-                continue
-            # orderly: taken but uncommitted messages still occupy the cache (Java's msgCount)
-            count = pq.count if orderly else pq.cached_count
-            if count > limits.count or pq.msg_size > limits.bytes \
-                    or (count > 1 and not orderly and pq.span() > cfg.consume_concurrently_max_span):
-                self.flow_control_hits += 1
-                await pq.wait_for_space(DELAY_FLOW_CONTROL)  # early when a batch leaves the cache
-                continue
-            if orderly and cfg.clustering:
-                if not pq.locked:
-                    delay = cfg.pull_time_delay_when_exception
-                    continue
-                if not previously_locked:  # first pull after locking: re-read the stored offset
-                    previously_locked = True
-                    off = await self.start_offset(mq)
-                    if off < 0:
-                        delay = cfg.pull_time_delay_when_exception
-                        previously_locked = False
-                        continue
-                    self.next_offsets[mq] = off
             offset = self.next_offsets[mq]
-            max_nums = cfg.pull_batch_size
             stop = self.stops.get(mq)
-            if stop is not None:
-                if offset >= stop:
-                    await self.stops.wait_changed()
-                    continue
-                max_nums = min(max_nums, stop - offset)
+            wait = self._reason_to_wait(pq, offset, stop, offset_reread)
+            if wait is not None:
+                delay, offset_reread = await self._wait(wait, mq, pq, offset_reread)
+                continue
             sub = self.subscriptions.get(mq.topic) or sub
             if sub is None:
                 return
             began = now()
             try:
-                resp = await self._pull(mq, offset, max_nums, sub)
-            except asyncio.CancelledError:
-                raise
+                resp = await self._pull(mq, offset, self.config.pull_batch_size if stop is None
+                                        else min(self.config.pull_batch_size, stop - offset), sub)
             except RocketMQError as exc:  # no connection, no route, no answer: reconnect soon
-                if pq.dropped or life.closing:
-                    continue
-                if not troubles:
-                    log.warning("pull %s at %d failed: %s", mq, offset, exc)
-                delay = self._reconnect_delay(mq, troubles)
-                troubles += 1
+                if not (pq.dropped or life.closing):
+                    delay = self._trouble(mq, troubles, "pull %s at %d failed: %s", mq, offset, exc)
+                    troubles += 1
                 continue
             if pq.dropped:
                 return
@@ -222,93 +205,173 @@ class PullService:
             st.pulls += 1
             st.pull_rt += t - began
             code = resp.code
-            if code in _FORGOTTEN:
-                if not troubles:
-                    log.warning("pull %s at %d: broker code %d %s; renewing the subscription", mq, offset, code,
-                                (resp.remark or "").split("\n")[0])
-                delay = self._reconnect_delay(mq, troubles)
+            if code in _MEMBER_UNKNOWN:
+                delay = self._trouble(mq, troubles, "pull %s at %d: broker code %d %s; renewing the subscription",
+                                      mq, offset, code, (resp.remark or "").split("\n")[0])
                 troubles += 1
                 continue
             troubles = 0
             self.pulls += 1
-            ext = resp.ext_fields or {}
-            if code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                        ResponseCode.PULL_OFFSET_MOVED):
-                try:
-                    next_begin = int(ext["nextBeginOffset"])
-                    suggest = int(ext.get("suggestWhichBrokerId", 0))
-                except (KeyError, ValueError):
-                    log.warning("pull response for %s lacks a valid nextBeginOffset: %r", mq, ext)
-                    delay = cfg.pull_time_delay_when_exception
-                    continue
-                self.suggested_broker[mq] = suggest
             if code == ResponseCode.SUCCESS:
-                if stop is not None:
-                    next_begin = min(next_begin, stop)
-                if batches is not None:
-                    decoder, submit_batch = batches
-                    try:
-                        batch = decoder(resp.body or b"", mq, filter_for(mq, stop, sub.tags_set, cfg.namespace))
-                    except MessageDecodeError as exc:
-                        log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
-                        delay = cfg.pull_time_delay_when_exception
-                        continue
-                    self.next_offsets[mq] = next_begin
-                    if batch is None or not pq.put_batch(batch):
-                        continue
-                    st.pulled += batch.count
-                    submit_batch(batch, pq, mq)
-                else:
-                    try:
-                        msgs, body_bytes = decode_messages_sized(resp.body or b"", broker_name=mq.broker_name)
-                    except MessageDecodeError as exc:
-                        # a corrupt body must not be skipped silently nor retried forever at full speed
-                        log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
-                        delay = cfg.pull_time_delay_when_exception
-                        continue
-                    decoded = msgs
-                    if stop is not None and msgs and msgs[-1].queue_offset >= stop:
-                        msgs = [m for m in msgs if m.queue_offset < stop]
-                    self.next_offsets[mq] = next_begin
-                    if msgs and (rewrite or sub.tags_set):
-                        msgs = self._prepare(mq, msgs, sub.tags_set)
-                    if not msgs:
-                        continue
-                    st.pulled += len(msgs)
-                    pq.put_messages(msgs, body_bytes if msgs is decoded else -1)  # filtered: summed there
-                    submit(msgs, pq, mq)
-                if cfg.pull_interval:
-                    delay = cfg.pull_interval
-            elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+                delay = deliver(mq, pq, resp, offset, stop, sub, st)
+            else:
+                after = await self._without_messages(mq, pq, resp, offset)
+                if after is None:  # the queue was handed back to the rebalancer
+                    return
+                delay = after
+
+    def _reason_to_wait(self, pq: ProcessQueue, offset: int, stop: int | None,
+                        offset_reread: bool) -> _Wait | None:
+        """Why the next pull of ``pq`` may not go now (None: it may), in the order they are checked."""
+        if self.life.paused:
+            return _Wait.PAUSED
+        # orderly: taken but uncommitted messages still occupy the cache (Java's msgCount)
+        orderly = self.orderly
+        count = pq.count if orderly else pq.cached_count
+        limits = self.limits
+        if count > limits.count or pq.msg_size > limits.bytes \
+                or (count > 1 and not orderly and pq.span() > self.config.consume_concurrently_max_span):
+            return _Wait.CACHE_FULL
+        if orderly and self.config.clustering:
+            if not pq.locked:
+                return _Wait.UNLOCKED
+            if not offset_reread:  # first pull after locking: read the stored offset again
+                return _Wait.OFFSET_TO_REREAD
+        if stop is not None and offset >= stop:
+            return _Wait.AT_STOP
+        return None
+
+    async def _wait(self, why: _Wait, mq: MessageQueue, pq: ProcessQueue,
+                    offset_reread: bool) -> tuple[float, bool]:
+        """Wait out ``why`` (or say how long to wait): the delay before the loop looks again, and
+        whether the orderly offset has been read again."""
+        if why is _Wait.PAUSED:
+            return DELAY_SUSPENDED, offset_reread
+        if why is _Wait.CACHE_FULL:
+            self.flow_control_hits += 1
+            await pq.wait_for_space(DELAY_FLOW_CONTROL)  # early when a batch leaves the cache
+            return 0.0, offset_reread
+        if why is _Wait.OFFSET_TO_REREAD:
+            off = await self.start_offset(mq)
+            if off >= 0:
+                self.next_offsets[mq] = off
+                return 0.0, True
+        elif why is _Wait.AT_STOP:
+            await self.stops.wait_changed()
+            return 0.0, offset_reread
+        return self.config.pull_time_delay_when_exception, offset_reread
+
+    def _trouble(self, mq: MessageQueue, troubles: int, msg: str, *args: object) -> float:
+        """A pull lost to a broker restart or a dropped connection: logged (``msg % args``) at the first
+        of an episode; the delay before the next try."""
+        if not troubles:
+            log.warning(msg, *args)
+        return self._reconnect_delay(mq, troubles)
+
+    def _next_begin(self, mq: MessageQueue, resp: RemotingCommand) -> int | None:
+        """The answer's nextBeginOffset (its suggested broker noted); None, logged, when it has none."""
+        ext = resp.ext_fields or {}
+        try:
+            next_begin = int(ext["nextBeginOffset"])
+            self.suggested_broker[mq] = int(ext.get("suggestWhichBrokerId", 0))
+        except (KeyError, ValueError):
+            log.warning("pull response for %s lacks a valid nextBeginOffset: %r", mq, ext)
+            return None
+        return next_begin
+
+    def _deliver_messages(self, mq: MessageQueue, pq: ProcessQueue, resp: RemotingCommand, offset: int,
+                          stop: int | None, sub: SubscriptionData, st: TopicStats) -> float:
+        """SUCCESS for a message listener: decode, filter, cache and submit; the delay before the next pull."""
+        cfg = self.config
+        next_begin = self._next_begin(mq, resp)
+        if next_begin is None:
+            return cfg.pull_time_delay_when_exception
+        try:
+            msgs, body_bytes = decode_messages_sized(resp.body or b"", broker_name=mq.broker_name)
+        except MessageDecodeError as exc:
+            # a corrupt body must not be skipped silently nor retried forever at full speed
+            log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
+            return cfg.pull_time_delay_when_exception
+        decoded = msgs
+        if stop is not None:
+            next_begin = min(next_begin, stop)
+            if msgs and msgs[-1].queue_offset >= stop:
+                msgs = [m for m in msgs if m.queue_offset < stop]
+        self.next_offsets[mq] = next_begin
+        if msgs and (mq.topic.startswith(RETRY_PREFIX) or cfg.namespace or sub.tags_set):
+            msgs = self._prepare(mq, msgs, sub.tags_set)
+        if not msgs:
+            return 0.0
+        st.pulled += len(msgs)
+        pq.put_messages(msgs, body_bytes if msgs is decoded else -1)  # filtered: summed there
+        self.submit(msgs, pq, mq)
+        return cfg.pull_interval
+
+    def _deliver_batch(self, mq: MessageQueue, pq: ProcessQueue, resp: RemotingCommand, offset: int,
+                       stop: int | None, sub: SubscriptionData, st: TopicStats) -> float:
+        """SUCCESS for a batch listener: decode with its decoder, cache and submit; the delay before the next pull."""
+        cfg = self.config
+        next_begin = self._next_begin(mq, resp)
+        if next_begin is None:
+            return cfg.pull_time_delay_when_exception
+        assert self.batches is not None
+        decoder, submit_batch = self.batches
+        try:
+            batch = decoder(resp.body or b"", mq, filter_for(mq, stop, sub.tags_set, cfg.namespace))
+        except MessageDecodeError as exc:
+            log.error("corrupt pull body for %s at %d: %s", mq, offset, exc)
+            return cfg.pull_time_delay_when_exception
+        self.next_offsets[mq] = next_begin if stop is None else min(next_begin, stop)
+        if batch is None or not pq.put_batch(batch):
+            return 0.0
+        st.pulled += batch.count
+        submit_batch(batch, pq, mq)
+        return cfg.pull_interval
+
+    async def _without_messages(self, mq: MessageQueue, pq: ProcessQueue, resp: RemotingCommand,
+                                offset: int) -> float | None:
+        """Any answer but SUCCESS: the delay before the next pull, or None when the queue was given back
+        (an illegal offset repaired, committed mode)."""
+        cfg = self.config
+        code = resp.code
+        if code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED):
+            next_begin = self._next_begin(mq, resp)
+            if next_begin is None:
+                return cfg.pull_time_delay_when_exception
+            if code != ResponseCode.PULL_OFFSET_MOVED:
                 self.next_offsets[mq] = next_begin
                 if not pq.cached_count and not pq.consuming:  # Java correctTagsOffset
                     self.offsets.update_offset(mq, next_begin, increase_only=True)
-            elif code == ResponseCode.PULL_OFFSET_MOVED and not cfg.enable_offset_commit:
+                return 0.0
+            log.warning("offset %d of %s is illegal; moving to %d", offset, mq, next_begin)
+            if not cfg.enable_offset_commit:
                 # nothing is persisted in this mode, so Java's drop + re-read of the stored offset
                 # would loop on the same illegal offset: move on in place instead
-                log.warning("offset %d of %s is illegal; moving to %d", offset, mq, next_begin)
                 self.next_offsets[mq] = next_begin
-            elif code == ResponseCode.PULL_OFFSET_MOVED:
-                log.warning("offset %d of %s is illegal; moving to %d", offset, mq, next_begin)
-                pq.drop()
-                await asyncio.sleep(DELAY_OFFSET_ILLEGAL)
-                self.offsets.update_offset(mq, next_begin, increase_only=False)
-                try:
-                    await self.offsets.persist(mq)
-                except Exception:  # an OSError of the local file: the queue must still be taken again
-                    log.exception("cannot persist the corrected offset %d of %s", next_begin, mq)
-                self.tasks.pop(mq, None)
-                self.forget_queue(mq, pq)
-                return
-            elif code == ResponseCode.FLOW_CONTROL:
-                delay = DELAY_BROKER_FLOW_CONTROL
-            else:
-                err = broker_error(code, resp.remark, addr=mq.broker_name)
-                if isinstance(err, AclDeniedError):
-                    self.on_denied(f"pull of {mq}", err)  # retried like Java; reported through `denied`
-                elif not life.closing:
-                    log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
-                delay = cfg.pull_time_delay_when_exception
+                return 0.0
+            await self._repair_offset(mq, pq, next_begin)
+            return None
+        if code == ResponseCode.FLOW_CONTROL:
+            return DELAY_BROKER_FLOW_CONTROL
+        err = broker_error(code, resp.remark, addr=mq.broker_name)
+        if isinstance(err, AclDeniedError):
+            self.on_denied(f"pull of {mq}", err)  # retried like Java; reported through `denied`
+        elif not self.life.closing:
+            log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
+        return cfg.pull_time_delay_when_exception
+
+    async def _repair_offset(self, mq: MessageQueue, pq: ProcessQueue, next_begin: int) -> None:
+        """Java's illegal-offset repair: drop the queue, let in-flight work settle, store the broker's
+        offset and hand the queue back to the rebalancer, which takes it again from there."""
+        pq.drop()
+        await asyncio.sleep(DELAY_OFFSET_ILLEGAL)
+        self.offsets.update_offset(mq, next_begin, increase_only=False)
+        try:
+            await self.offsets.persist(mq)
+        except Exception:  # an OSError of the local file: the queue must still be taken again
+            log.exception("cannot persist the corrected offset %d of %s", next_begin, mq)
+        self.tasks.pop(mq, None)
+        self.forget_queue(mq, pq)
 
     def _reconnect_delay(self, mq: MessageQueue, troubles: int) -> float:
         """Report the broker's trouble (at the start of an episode of this queue, then every 5th
@@ -328,7 +391,6 @@ class PullService:
         if conn is None or conn.is_closed:
             conn = self._conns[addr] = await client.pool.get(addr)
         flag = PULL_FLAG_SUSPEND  # no commit bit: see the module docstring
-        commit = 0
         subscription = None
         if cfg.post_subscription_when_pull:
             flag |= PULL_FLAG_SUBSCRIPTION
@@ -339,15 +401,7 @@ class PullService:
                 "consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id),
                 "suspendTimeoutMillis": str(int(cfg.broker_suspend_max_time * 1000)),
                 "expressionType": sub.expression_type, "bname": mq.broker_name})
-        if conn.rpc_hook is None:
-            opaque = next_opaque()
-            fut = conn.start_encoded(opaque, frame.render(opaque, offset, max_nums, flag, commit,
-                                                          sub.sub_version, subscription))
-        else:  # a signing hook needs the command itself
-            cmd = RemotingCommand(RequestCode.PULL_MESSAGE,
-                                  frame.fields(offset, max_nums, flag, commit, sub.sub_version, subscription))
-            fut = conn.start_request(cmd)
-            opaque = cmd.opaque
+        opaque, fut = frame.start(conn, offset, max_nums, flag, sub.sub_version, subscription)
         self._waiting[opaque] = (self.now() + cfg.consumer_timeout_when_suspend, fut, mq)
         try:
             return await fut

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..batch import BatchDecoder
-from ..errors import AclDeniedError
 from ..loop_thread import LoopThread
-from ..queue import MessageQueue
+from ..protocol.batch import BatchDecoder
+from ..protocol.errors import AclDeniedError
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
 from .consume_batch import BatchListener
 from .core import ConsumerCore, check_group, make_config
@@ -118,7 +118,7 @@ class AsyncPushConsumer:
         """
         return self._core.denied
 
-    async def __aenter__(self) -> AsyncPushConsumer:  # noqa: PYI034 - Self needs Python 3.11
+    async def __aenter__(self) -> AsyncPushConsumer:
         await self.start()
         return self
 
@@ -235,7 +235,7 @@ class PushConsumer:
         """See `AsyncPushConsumer.denied`."""
         return self._async.denied
 
-    def __enter__(self) -> PushConsumer:  # noqa: PYI034 - Self needs Python 3.11
+    def __enter__(self) -> PushConsumer:
         self.start()
         return self
 

@@ -18,10 +18,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..config import RETRY_PREFIX
-from ..errors import AclDeniedError, RocketMQError
 from ..mqclient import MQClient
-from ..queue import MessageQueue
+from ..protocol.errors import AclDeniedError, RocketMQError
+from ..protocol.names import RETRY_PREFIX
+from ..protocol.queue import MessageQueue
 from .allocate import AllocateStrategy
 from .config import ConsumerConfig
 from .lifecycle import Lifecycle, wait_set
@@ -227,10 +227,6 @@ class Rebalancer:
             del self.table[mq]
             pq.drop()
             self.pull.stop_queue(mq)
-
-    async def release_all(self) -> None:
-        for mq in list(self.table):
-            await self._release(mq, self.table.pop(mq))
 
     def assigned(self) -> frozenset[MessageQueue]:
         return frozenset(mq for mq in self.table if not mq.topic.startswith(RETRY_PREFIX))

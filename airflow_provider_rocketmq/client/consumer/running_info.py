@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..queue import MessageQueue
-from ..remoting.codes import CLIENT_VERSION
+from ..protocol.codes import CLIENT_VERSION
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig, enum_value
 from .ports import OwnedQueues
 from .stats import ConsumeStatsTable

@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..config import retry_topic
-from ..errors import RocketMQError
-from ..message import (
+from ..mqclient import MQClient
+from ..protocol.codes import RequestCode
+from ..protocol.command import RemotingCommand
+from ..protocol.errors import RocketMQError
+from ..protocol.message import (
     PROPERTY_DELAY,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -25,10 +27,8 @@ from ..message import (
     Message,
     MessageExt,
 )
-from ..mqclient import MQClient
-from ..queue import MessageQueue
-from ..remoting.codes import RequestCode
-from ..remoting.command import RemotingCommand
+from ..protocol.names import retry_topic
+from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
 
 log = logging.getLogger(__name__)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from ..config import RETRY_PREFIX
-from ..errors import RocketMQError
 from ..mqclient import MQClient
-from ..queue import MessageQueue
+from ..protocol.errors import RocketMQError
+from ..protocol.names import RETRY_PREFIX
+from ..protocol.queue import MessageQueue
 from .config import ConsumeFromWhere, ConsumerConfig, parse_consume_timestamp
 from .offset_store import ReadOffsetType
 from .ports import RebalanceOffsets

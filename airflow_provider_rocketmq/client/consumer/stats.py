@@ -94,8 +94,8 @@ class ConsumeStatsTable:
         cur = st.values() if st is not None else _ZERO
         t_min, at_min = self._base(now, MINUTE)
         _, at_hour = self._base(now, HOUR)
-        m = [c - b for c, b in zip(cur, at_min.get(topic, _ZERO))]
-        h = [c - b for c, b in zip(cur, at_hour.get(topic, _ZERO))]
+        m = [c - b for c, b in zip(cur, at_min.get(topic, _ZERO), strict=True)]
+        h = [c - b for c, b in zip(cur, at_hour.get(topic, _ZERO), strict=True)]
         secs = max(now - t_min, 1e-3)
         pulls, pull_rt, pulled, ok, failed, calls, consume_rt = m
         consume_avg = consume_rt / calls if calls else (h[6] / h[5] if h[5] else 0.0)

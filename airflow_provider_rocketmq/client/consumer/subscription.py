@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
-from ..message import java_string_hash
+from ..protocol.errors import ConfigError
+from ..protocol.message import java_string_hash
 
 SUB_ALL = "*"
 

@@ -1,0 +1,81 @@
+"""Where a window begins in each queue, asked of the brokers (no Airflow).
+
+A queue's start is the group's committed offset (raised to the queue's min offset when retention
+deleted offsets past it), or, for a queue the group never committed, what ``consume_from_where``
+says: the first offset, the offset of a timestamp, or the high-water mark ("last": a new group
+reading from the last offset has nothing in this window); never past the high-water mark. Its
+floor: below it the offsets are in another window (committed) or gone (min offset). Used by the
+consuming window (`AdminStarts`, the collector's `QueueStarts`) and the offsets snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere
+from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
+from airflow_provider_rocketmq.window.collector import QueueKey
+
+log = logging.getLogger(__name__)
+
+
+class StartAdmin(Protocol):
+    """The part of `Admin` that tells where a queue starts."""
+
+    def committed_offset(self, group: str, mq: MessageQueue) -> int: ...
+
+    def min_offset(self, mq: MessageQueue) -> int: ...
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class GroupStart:
+    """Where a consumer group starts reading a queue it never committed."""
+
+    consumer_group: str
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    consume_timestamp_ms: int | None = None
+
+
+def initial_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue, high_water: int) -> int:
+    """Where the window's part of ``mq`` begins (see the module docstring)."""
+    committed = admin.committed_offset(group.consumer_group, mq)
+    low = admin.min_offset(mq)
+    if committed >= 0:
+        if committed < low:
+            log.warning("%s: the group's offset %d is below the queue's min offset %d (retention deleted "
+                        "offsets %d..%d before this window); the window starts at %d", mq, committed, low,
+                        committed, low - 1, low)
+        return min(max(committed, low), high_water)
+    if group.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return low
+    if group.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        assert group.consume_timestamp_ms is not None
+        return min(admin.search_offset(mq, group.consume_timestamp_ms), high_water)
+    return high_water
+
+
+def floor_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue) -> int:
+    """Below this offset ``mq``'s messages are in another window (committed) or gone (min offset)."""
+    return max(admin.committed_offset(group.consumer_group, mq), admin.min_offset(mq))
+
+
+class AdminStarts:
+    """The collector's `QueueStarts` for the queues of one window's snapshot."""
+
+    def __init__(self, admin: StartAdmin, group: GroupStart, high_water: Mapping[MessageQueue, int]) -> None:
+        self.admin = admin
+        self.group = group
+        self.high_water = dict(high_water)
+        self.queues: dict[QueueKey, MessageQueue] = {(mq.broker_name, mq.queue_id): mq for mq in high_water}
+
+    def initial(self, key: QueueKey) -> int:
+        mq = self.queues[key]
+        return initial_offset(self.admin, self.group, mq, self.high_water[mq])
+
+    def floor(self, key: QueueKey) -> int:
+        return floor_offset(self.admin, self.group, self.queues[key])
