@@ -241,6 +241,12 @@ def test_a_range_the_brokers_no_longer_hold_fails_the_load(tmp_path: Path, broke
     assert results[0].stopped
     with pytest.raises(LoadError, match="could not be read from the brokers"):
         direct_plan.finish(results, None, None)  # type: ignore[arg-type]  # it fails before it needs them
-    broker.stop()  # no broker at all
+    # the broker stops answering: the task fails after the reader's retries, saying why
+    broker.stop_broker(A)
+    results, _ = run_plan(tmp_path / "down", {0: spec}, [[direct_plan.SpanRun(0, spans[0])]], staged_schema(),
+                          sources={0: opts})
+    assert (results[0].failure or "").startswith("window wo: orders broker-a:0 [0, 40) could not be read from the "
+                                                 "brokers: "), results[0].failure
+    broker.stop()  # no name server either
     with pytest.raises(LoadError, match="^window wo: the brokers could not tell which offsets of orders they hold: "):
         check_on_brokers(opts, "wo", spans)
