@@ -47,8 +47,13 @@ from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 from airflow_provider_rocketmq.spark.load.crash_points import BARRIER_ENV, CRASH_ENV, CRASH_EXIT
 from airflow_provider_rocketmq.spark.load.ledger import LEDGER_DIR, LOADS_DIR
+from airflow_provider_rocketmq.window.manifest import (
+    HANDOFF_OFFSETS,
+    QueueRange,
+    WindowManifest,
+    write_manifest,
+)
 from tests.s3_server import MotoS3
-from airflow_provider_rocketmq.window.manifest import HANDOFF_OFFSETS, QueueRange, WindowManifest, write_manifest
 from tests.spark.conftest import FAULT_QUEUES, TWO_TASKS, Key, SparkRun, build_window, expected
 
 STEPS_APP = str(Path(__file__).with_name("load_steps_app.py"))
