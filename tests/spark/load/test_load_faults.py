@@ -149,6 +149,31 @@ def broker() -> Any:
         yield cluster
 
 
+def _next_loads(m: Matrix, w: Path, w_twin: Path, w_more: Path, wo: Path) -> list[dict[str, Any]]:
+    """Phase 2's loads: what runs after each crash (the next DAG run), and cases d, e, f, of."""
+    plan: list[dict[str, Any]] = []
+    for kind in KINDS:
+        extra = ("--abandon-after", "0") if kind == "s3" else ()  # the killed loads are discarded now
+        for case in CRASHES:
+            plan.append({"label": f"{kind}-{case}", "argv": _argv(wo if case.startswith("o") else w,
+                                                                  m.url(kind, case), *extra),
+                         "output": m.url(kind, case)})
+        if "e" in CASES:
+            plan.append({"label": f"{kind}-e-again", "argv": _argv(w_twin, m.url(kind, "e")),
+                         "output": m.url(kind, "e")})
+        if "d" in CASES:
+            plan.append({"label": f"{kind}-d-1", "argv": _argv(w, m.url(kind, "d")), "output": m.url(kind, "d")})
+            plan.append({"label": f"{kind}-d-2", "argv": _argv(w_more, m.url(kind, "d")),
+                         "output": m.url(kind, "d")})
+        if "f" in CASES:
+            plan.append({"label": f"{kind}-f", "argv": _argv(w, m.url(kind, "f")), "output": m.url(kind, "f"),
+                         "env": {CRASH_ENV: "task_fail_once"}})
+        if "of" in CASES:
+            plan.append({"label": f"{kind}-of", "argv": _argv(wo, m.url(kind, "of")), "output": m.url(kind, "of"),
+                         "env": {CRASH_ENV: "task_fail_once"}})
+    return plan
+
+
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., SparkRun], s3: MotoS3,
            broker: EmbeddedCluster) -> Matrix:
@@ -177,26 +202,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., Sp
             m.concurrent[kind] = [f.result() for f in pair]
 
     # phase 2: the next loads, on one Spark application that allows a task retry (case f)
-    plan: list[dict[str, Any]] = []
-    for kind in KINDS:
-        extra = ("--abandon-after", "0") if kind == "s3" else ()  # the killed loads are discarded now
-        for case in CRASHES:
-            plan.append({"label": f"{kind}-{case}", "argv": _argv(wo if case.startswith("o") else w,
-                                                                  m.url(kind, case), *extra),
-                         "output": m.url(kind, case)})
-        if "e" in CASES:
-            plan.append({"label": f"{kind}-e-again", "argv": _argv(w_twin, m.url(kind, "e")),
-                         "output": m.url(kind, "e")})
-        if "d" in CASES:
-            plan.append({"label": f"{kind}-d-1", "argv": _argv(w, m.url(kind, "d")), "output": m.url(kind, "d")})
-            plan.append({"label": f"{kind}-d-2", "argv": _argv(w_more, m.url(kind, "d")),
-                         "output": m.url(kind, "d")})
-        if "f" in CASES:
-            plan.append({"label": f"{kind}-f", "argv": _argv(w, m.url(kind, "f")), "output": m.url(kind, "f"),
-                         "env": {CRASH_ENV: "task_fail_once"}})
-        if "of" in CASES:
-            plan.append({"label": f"{kind}-of", "argv": _argv(wo, m.url(kind, "of")), "output": m.url(kind, "of"),
-                         "env": {CRASH_ENV: "task_fail_once"}})
+    plan = _next_loads(m, w, w_twin, w_more, wo)
     plan_file, results_file = root / "plan.json", root / "results.json"
     plan_file.write_text(json.dumps(plan))
     app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]", *TWO_TASKS],
