@@ -205,8 +205,11 @@ def _cpu_and_cmd(pid: int) -> tuple[float, str] | None:
 
 
 def _klass(cmd: str) -> str:
-    if "java" in cmd.split(" ", 1)[0]:
+    exe = cmd.split(" ", 1)[0]
+    if "java" in exe:
         return "executor JVMs" if "CoarseGrainedExecutorBackend" in cmd else "driver JVM"
+    if "python" not in exe:
+        return "other"  # e.g. the spark-submit shell script before it execs the JVM
     if "_load_throughput_app" in cmd:
         return "python driver"
     if "pyspark" in cmd or "daemon" in cmd or "worker" in cmd:
@@ -239,7 +242,7 @@ class Sampler(threading.Thread):
             klass = _klass(got[1])
             if klass == "other" and pid in self.klass:
                 klass = self.klass[pid]  # an exiting process has an empty cmdline: keep what it was
-            self.klass.setdefault(pid, klass)
+            self.klass[pid] = klass  # a shell script that execs the JVM keeps its pid: the last name counts
             seen[pid] = (klass, got[0])
             if pid not in self.extra:
                 todo.extend(_children(pid))
@@ -290,7 +293,7 @@ def one_run(ctx: Context, kind: str, manifests: list[Path], label: str, *job_arg
     exe = Path(sys.prefix) / "bin" / "spark-submit"
     cmd = [str(exe), "--master", master, "--driver-memory", "2g", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.eventLog.enabled=true",
-           "--conf", f"spark.eventLog.dir=file://{events}", APP, str(result),
+           "--conf", f"spark.eventLog.dir=file://{events}", "--conf", "spark.eventLog.compress=false", APP, str(result),
            *(a for m in manifests for a in ("--manifest", str(m))), "--output", url, *job_args]
     # this tree's code in the driver, the executors and their Python workers alike
     env = {**os.environ, **env_extra, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -324,7 +327,7 @@ def one_run(ctx: Context, kind: str, manifests: list[Path], label: str, *job_arg
 def _tasks_per_executor(events: Path) -> dict[str, int]:
     """Tasks that ended, by executor id, from the application's Spark event log."""
     out: dict[str, int] = {}
-    for f in events.iterdir():
+    for f in (p for p in events.rglob("*") if p.is_file()):
         with open(f, encoding="utf-8") as fh:
             for line in fh:
                 if '"SparkListenerTaskEnd"' in line:
