@@ -1,7 +1,8 @@
 """spark-submit driver of bench/load_throughput.py: ``_load_throughput_app.py RESULT.json ARGS...``.
 
 Starts the Spark session first, then times ``load_window.main(ARGS, spark)`` alone and writes
-{"start", "end" (epoch seconds), "rows_out", "driver_rss_mb", "jvm_rss_mb"} to RESULT.json.
+{"start", "end" (epoch seconds), "counts" (the job's counts line), "rows_out", "driver_rss_mb",
+"jvm_rss_mb"} to RESULT.json.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def main() -> None:
         raise SystemExit(f"load_window exit {rc}: {out.getvalue()}")
     line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("load_window: windows="))
     counts = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
-    Path(result).write_text(json.dumps({"start": start, "end": end, "rows_out": counts["rows_out"],
+    Path(result).write_text(json.dumps({"start": start, "end": end, "counts": counts, "rows_out": counts["rows_out"],
                                         "driver_rss_mb": _hwm_mb(os.getpid()), "jvm_rss_mb": _hwm_mb(os.getppid())}))
     spark.stop()
 

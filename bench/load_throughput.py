@@ -33,9 +33,29 @@ nothing; other processes on the machine make figures noisy: run it on a quiet ma
         [--rss-kinds local,iceberg]     # kinds whose driver RSS is compared
 
 What is measured is `load_window.py`'s default plan for a staged window (spark/load/direct_plan.py: Spark
-tasks read the staged Parquet files themselves and write the new rows in one pass). Add
-``--staged-read spark`` to the job's arguments in `one_run` to measure the general plan (Spark reads,
-classifies and deduplicates with a shuffle), which overlapping windows in one load still take.
+tasks read the staged Parquet files themselves and write the new rows in one pass).
+
+**Offsets hand-off** (``--handoff offsets``): a backlog of N x 100 B on 8 queues on a broker - the
+embedded broker in a process of its own by default (the backlog written into its store), or
+``--namesrv HOST:PORT --topic T`` (``--fill N`` tops the topic up first) - is loaded both ways in
+each run, into a fresh local output: ``staging`` (`rocketmq-airflow window` consumes the backlog
+into Parquet, then the load reads the staged files) and ``offsets`` (`rocketmq-airflow window
+--handoff offsets` writes the queue ranges only, then the load's tasks read them from the broker).
+Per hand-off: the window command's wall and CPU seconds, the load phase and the whole spark-submit
+as above, and window + whole spark-submit end to end. The broker's CPU is not counted.
+
+**Overlapping windows** (``--overlap K``): K staged windows of N rows each, window k starting N/2
+rows half a window after window k-1 (50 % overlap between neighbours), in one load: once as
+the load picks its plan (``auto``), once with ``--staged-read spark`` (Spark reads: the general
+plan), beside one window of N rows (the direct plan). Rates are rows read (rows_in) per second.
+
+``--master local-cluster[2,1,2048]`` runs the loads on two executor JVMs and prints how many tasks
+each ran (from Spark's event log). ``PYTHONPATH`` is this tree for every process, so a copy of
+this script in another checkout measures that checkout's code.
+
+    .venv/bin/python bench/load_throughput.py --handoff offsets [--sizes 1000000] [--runs 3]
+        [--namesrv HOST:PORT --topic T [--fill N]] [--master local-cluster[2,1,2048]]
+    .venv/bin/python bench/load_throughput.py --overlap 2 [--sizes 1000000] [--runs 3]
 """
 
 from __future__ import annotations
@@ -63,8 +83,9 @@ BODY = 100
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def stage_window(directory: Path, n: int) -> Path:
-    """N messages on 8 queues of broker-a, one Parquet file per queue, and the manifest."""
+def stage_window(directory: Path, n: int, first: int = 0, window_id: str = "bench") -> Path:
+    """N messages on 8 queues of broker-a from offset ``first`` of each queue, one Parquet file per
+    queue, and the manifest."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -84,7 +105,7 @@ def stage_window(directory: Path, n: int) -> Path:
     per_queue = [n // QUEUES + (1 if q < n % QUEUES else 0) for q in range(QUEUES)]
     body = np.frombuffer(b"x" * BODY, dtype=np.uint8)
     for q, count in enumerate(per_queue):
-        offsets = np.arange(count, dtype=np.int64)
+        offsets = np.arange(first, first + count, dtype=np.int64)
         bodies = pa.FixedSizeBinaryArray.from_buffers(pa.binary(BODY), count,
                                                       [None, pa.py_buffer(np.tile(body, count).tobytes())])
         table = pa.table({
@@ -92,7 +113,7 @@ def stage_window(directory: Path, n: int) -> Path:
             "broker": pa.array(["broker-a"] * count, pa.string()),
             "queue_id": pa.array(np.full(count, q, dtype=np.int32)),
             "queue_offset": pa.array(offsets),
-            "msg_id": pa.array([f"m-{q}-{o}" for o in range(count)], pa.string()),
+            "msg_id": pa.array([f"m-{q}-{o}" for o in range(first, first + count)], pa.string()),
             "tags": pa.array(["t"] * count, pa.string()),
             "keys": pa.nulls(count, pa.string()),
             "properties": pa.nulls(count, schema.field("properties").type),
@@ -100,13 +121,13 @@ def stage_window(directory: Path, n: int) -> Path:
             "store_timestamp": pa.array(1_700_000_000_500 + offsets),
             "reconsume_times": pa.array(np.zeros(count, dtype=np.int32)),
             "body": bodies.cast(pa.binary()),
-            "window_id": pa.array(["bench"] * count, pa.string()),
+            "window_id": pa.array([window_id] * count, pa.string()),
         }, schema=schema)
         path = directory / f"q{q}.parquet"
         pq.write_table(table, path, compression="zstd")
         files.append(FileEntry(path.name, count, path.stat().st_size, file_sha256(path)))
-        ranges.append(QueueRange("broker-a", q, 0, count, count, count))
-    m = WindowManifest(window_id="bench", topic="bench", consumer_group="bench", queues=ranges, files=files,
+        ranges.append(QueueRange("broker-a", q, first, first + count, first + count, count))
+    m = WindowManifest(window_id=window_id, topic="bench", consumer_group="bench", queues=ranges, files=files,
                        messages=n, bytes=n * BODY)
     return Path(write_manifest(m, directory))
 
@@ -184,8 +205,11 @@ def _cpu_and_cmd(pid: int) -> tuple[float, str] | None:
 
 
 def _klass(cmd: str) -> str:
-    if "java" in cmd.split(" ", 1)[0]:
-        return "driver JVM"
+    exe = cmd.split(" ", 1)[0]
+    if "java" in exe:
+        return "executor JVMs" if "CoarseGrainedExecutorBackend" in cmd else "driver JVM"
+    if "python" not in exe:
+        return "other"  # e.g. the spark-submit shell script before it execs the JVM
     if "_load_throughput_app" in cmd:
         return "python driver"
     if "pyspark" in cmd or "daemon" in cmd or "worker" in cmd:
@@ -218,7 +242,7 @@ class Sampler(threading.Thread):
             klass = _klass(got[1])
             if klass == "other" and pid in self.klass:
                 klass = self.klass[pid]  # an exiting process has an empty cmdline: keep what it was
-            self.klass.setdefault(pid, klass)
+            self.klass[pid] = klass  # a shell script that execs the JVM keeps its pid: the last name counts
             seen[pid] = (klass, got[0])
             if pid not in self.extra:
                 todo.extend(_children(pid))
@@ -260,13 +284,19 @@ class Sampler(threading.Thread):
         return out
 
 
-def one_run(ctx: Context, kind: str, manifest: Path, label: str) -> dict[str, Any]:
+def one_run(ctx: Context, kind: str, manifests: list[Path], label: str, *job_args: str,
+            master: str = "local[2]") -> dict[str, Any]:
     url, env_extra, extra_pids = KINDS[kind](ctx, label)
     result = ctx.scratch / f"{label}.json"
+    events = ctx.scratch / f"events-{label}"
+    events.mkdir()
     exe = Path(sys.prefix) / "bin" / "spark-submit"
-    cmd = [str(exe), "--master", "local[2]", "--driver-memory", "2g", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.sql.shuffle.partitions=2", APP, str(result), "--manifest", str(manifest), "--output", url]
-    env = {**os.environ, **env_extra}
+    cmd = [str(exe), "--master", master, "--driver-memory", "2g", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.eventLog.enabled=true",
+           "--conf", f"spark.eventLog.dir=file://{events}", "--conf", "spark.eventLog.compress=false", APP, str(result),
+           *(a for m in manifests for a in ("--manifest", str(m))), "--output", url, *job_args]
+    # this tree's code in the driver, the executors and their Python workers alike
+    env = {**os.environ, **env_extra, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     t0 = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = Sampler(proc.pid, extra_pids)
@@ -282,19 +312,213 @@ def one_run(ctx: Context, kind: str, manifest: Path, label: str) -> dict[str, An
     r["cpu"] = sampler.cpu_between(r["start"], r["end"])
     r["cpu_total"] = sampler.cpu_total()
     r["wall"] = wall
+    r["tasks_per_executor"] = _tasks_per_executor(events)
     # spark-submit relays the Python driver's stderr on its stdout
     r["phases"] = [ln for ln in (out + err).splitlines() if ln.startswith(("load_window: read:", "load_window: write:",
-                                                                    "load_window: commit:"))]
+                                                                    "load_window: commit:", "load_window: note:"))]
     if kind == "local":
         shutil.rmtree(url, ignore_errors=True)
     elif kind == "iceberg":
         shutil.rmtree(ctx.scratch / f"iceberg-{label}", ignore_errors=True)
+    shutil.rmtree(events, ignore_errors=True)
     return r
+
+
+def _tasks_per_executor(events: Path) -> dict[str, int]:
+    """Tasks that ended, by executor id, from the application's Spark event log."""
+    out: dict[str, int] = {}
+    for f in (p for p in events.rglob("*") if p.is_file()):
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                if '"SparkListenerTaskEnd"' in line:
+                    executor = json.loads(line)["Task Info"]["Executor ID"]
+                    out[executor] = out.get(executor, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _loadavg() -> str:
     with open("/proc/loadavg") as fh:
         return " ".join(fh.read().split()[:3])
+
+
+def _phase(r: dict[str, Any], name: str, key: str) -> str:
+    line = next((ln for ln in r["phases"] if ln.startswith(f"load_window: {name}:")), "")
+    return next((kv.split("=", 1)[1] for kv in line.split() if kv.startswith(f"{key}=")), "?")
+
+
+def print_run(label: str, r: dict[str, Any], rows: int | None = None) -> tuple[float, float]:
+    """One run's line; returns (load phase rows/s, whole spark-submit rows/s) of ``rows`` (default rows_out)."""
+    n = r["rows_out"] if rows is None else rows
+    secs = r["end"] - r["start"]
+    per_m = n / 1e6
+    cpu = ", ".join(f"{k} {v / per_m:.1f}" for k, v in sorted(r["cpu"].items()))
+    cpu_all = ", ".join(f"{k} {v / per_m:.1f}" for k, v in sorted(r["cpu_total"].items()))
+    tasks = f"; tasks per executor {r['tasks_per_executor']}" if r["tasks_per_executor"] else ""
+    print(f"{label}: load phase {n:,} rows in {secs:.1f} s = {n / secs:,.0f} rows/s (plan {_phase(r, 'read', 'plan')}, "
+          f"task read {_phase(r, 'read', 'seconds')} s / write {_phase(r, 'write', 'seconds')} s, job "
+          f"{_phase(r, 'write', 'job_seconds')} s; CPU-s/M: {cpu}); whole spark-submit {r['wall']:.1f} s = "
+          f"{n / r['wall']:,.0f} rows/s (CPU-s/M: {cpu_all}); peak RSS python driver {r['driver_rss_mb']:.0f} MB, "
+          f"JVM {r['jvm_rss_mb']:.0f} MB{tasks}; load avg {_loadavg()}", flush=True)
+    for line in r["phases"]:
+        print(f"        {line}", flush=True)
+    return n / secs, n / r["wall"]
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+# --- the offsets hand-off beside staging -------------------------------------------------------------
+
+def window_command(argv: list[str]) -> dict[str, Any]:
+    """`rocketmq-airflow window ...` of this tree in a child process: its JSON result, wall and CPU seconds."""
+    import resource
+
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from airflow_provider_rocketmq import cli; "
+            f"sys.exit(cli.main({[*argv, '--json']!r}))")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the only child reaped meanwhile
+    if proc.returncode != 0:
+        raise SystemExit(f"window command exit {proc.returncode}: {proc.stderr[-3000:]}")
+    result: dict[str, Any] = next(json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))
+    result["wall"] = wall
+    result["cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result
+
+
+def _backlog(namesrv: str, topic: str, fill_to: int | None) -> int:
+    from airflow_provider_rocketmq.client import Admin, ClientConfig
+    from airflow_provider_rocketmq.client.loop_thread import LoopThread
+    from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
+    from bench._broker import backlog, fill
+
+    lt = LoopThread()
+    try:
+        try:
+            have = backlog(lt, namesrv, topic)
+        except RocketMQError:  # no route: the topic does not exist yet
+            have = 0
+        if fill_to is not None and have < fill_to:
+            if have == 0:
+                with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
+                    admin.create_topic(topic, QUEUES)
+            t = time.perf_counter()
+            fill(lt, namesrv, topic, fill_to - have, BODY)
+            print(f"# {topic}: filled {fill_to - have} x {BODY} B in {time.perf_counter() - t:.1f}s", flush=True)
+            have = backlog(lt, namesrv, topic)
+        return have
+    finally:
+        lt.stop()
+
+
+def handoff_runs(ctx: Context, args: argparse.Namespace) -> None:
+    from bench._broker import start_broker
+
+    for n in (int(s) for s in args.sizes.split(",") if s):
+        broker = None
+        if args.namesrv is None:
+            t = time.perf_counter()
+            topic = f"BenchLoad{n}"
+            broker, namesrv = start_broker(topic, n, BODY, QUEUES)
+            print(f"# embedded broker (own process): {n:,} x {BODY} B written in {time.perf_counter() - t:.1f} s",
+                  flush=True)
+        else:
+            namesrv, topic = args.namesrv, args.topic
+            n = _backlog(namesrv, topic, args.fill)
+            print(f"# {namesrv} {topic}: {n:,} messages", flush=True)
+        try:
+            figures: dict[str, list[tuple[float, float, float, float]]] = {"staging": [], "offsets": []}
+            for i in range(args.runs):
+                for handoff in ("staging", "offsets"):
+                    group = f"bench_load_{handoff}_{os.getpid()}_{int(time.time())}_{i}"
+                    staging = ctx.scratch / f"window-{handoff}-{n}-{i}"
+                    w = window_command(["window", "--namesrv", namesrv, "--group", group, "--topic", topic,
+                                        "--staging", str(staging), "--handoff", handoff])
+                    manifest = Path(w["manifest"])
+                    r = one_run(ctx, "local", [manifest], f"{handoff}-{n}-{i}", master=args.master)
+                    print(f"{handoff:8} n={n:,} run {i + 1}: window {w['wall']:.1f} s ({w['cpu']:.1f} CPU-s, "
+                          f"{w['messages']:,} messages staged)", flush=True)
+                    load, whole = print_run(f"{handoff:8} n={n:,} run {i + 1}", r)
+                    total = w["wall"] + r["wall"]
+                    print(f"{handoff:8} n={n:,} run {i + 1}: window + whole spark-submit {total:.1f} s", flush=True)
+                    figures[handoff].append((load, whole, total, w["wall"]))
+                    shutil.rmtree(staging, ignore_errors=True)
+            for handoff, f in figures.items():
+                print(f"{handoff:8} n={n:,}: median load phase {_median([x[0] for x in f]):,.0f} rows/s, whole "
+                      f"spark-submit {_median([x[1] for x in f]):,.0f} rows/s, window {_median([x[3] for x in f]):.1f} s, "
+                      f"window + whole {_median([x[2] for x in f]):.1f} s", flush=True)
+            ratio = _median([x[0] for x in figures["offsets"]]) / _median([x[0] for x in figures["staging"]])
+            print(f"offsets/staging load phase rows/s (medians): {ratio:.0%}; end to end (window + whole "
+                  f"spark-submit, medians): staging {_median([x[2] for x in figures['staging']]):.1f} s, offsets "
+                  f"{_median([x[2] for x in figures['offsets']]):.1f} s", flush=True)
+        finally:
+            if broker is not None:
+                broker.terminate()
+                broker.wait(30)
+
+
+# --- overlapping windows -----------------------------------------------------------------------------
+
+def overlap_runs(ctx: Context, args: argparse.Namespace) -> None:
+    k = args.overlap
+    for n in (int(s) for s in args.sizes.split(",") if s):
+        per_queue = n // QUEUES
+        t0 = time.perf_counter()
+        windows = [stage_window(ctx.scratch / f"ov{n}-{j}", n, first=j * per_queue // 2, window_id=f"bench-{j}")
+                   for j in range(k)]
+        print(f"staged {k} windows of {n:,} x {BODY} B (50 % overlap) in {time.perf_counter() - t0:.1f} s", flush=True)
+        rates: dict[str, list[float]] = {"one window": [], f"{k} windows, auto": [], f"{k} windows, spark read": []}
+        for i in range(args.runs):
+            for label, manifests, extra in (("one window", windows[:1], ()),
+                                            (f"{k} windows, auto", windows, ()),
+                                            (f"{k} windows, spark read", windows, ("--staged-read", "spark"))):
+                r = one_run(ctx, "local", manifests, f"ov-{n}-{i}-{len(rates[label])}-{len(manifests)}{extra and 's'}",
+                            *extra, master=args.master)
+                load, _ = print_run(f"{label:22} n={n:,} run {i + 1} (rows_in {r['counts']['rows_in']:,}, rows_out "
+                                    f"{r['rows_out']:,})", r, rows=r["counts"]["rows_in"])
+                rates[label].append(load)
+        base = _median(rates["one window"])
+        for label, xs in rates.items():
+            print(f"{label:22} n={n:,}: median {_median(xs):,.0f} rows read/s = {_median(xs) / base:.0%} of one window's",
+                  flush=True)
+
+
+def staged_runs(ctx: Context, args: argparse.Namespace) -> None:
+    windows: dict[int, Path] = {}
+
+    def window(n: int) -> Path:
+        if n not in windows:
+            t0 = time.perf_counter()
+            windows[n] = stage_window(ctx.scratch / f"w{n}", n)
+            print(f"staged {n:,} x {BODY} B in {time.perf_counter() - t0:.1f} s", flush=True)
+        return windows[n]
+
+    for n in (int(s) for s in args.sizes.split(",") if s):
+        for kind in args.kinds.split(","):
+            rates, whole = [], []
+            for i in range(args.runs):
+                r = one_run(ctx, kind, [window(n)], f"{kind}-{n}-{i}", master=args.master)
+                load, w = print_run(f"{kind:7} n={n:,} run {i + 1}", r)
+                rates.append(load)
+                whole.append(w)
+            print(f"{kind:7} n={n:,}: median load phase {_median(rates):,.0f} rows/s, "
+                  f"whole spark-submit {_median(whole):,.0f} rows/s", flush=True)
+    rss_sizes = [int(s) for s in args.rss_sizes.split(",") if s]
+    for kind in (k for k in args.rss_kinds.split(",") if k and rss_sizes):
+        rss = {}
+        for n in rss_sizes:
+            r = one_run(ctx, kind, [window(n)], f"rss-{kind}-{n}", master=args.master)
+            rss[n] = r
+            print(f"rss {kind:7} n={n:,}: {r['rows_out'] / (r['end'] - r['start']):,.0f} rows/s; peak RSS "
+                  f"python driver {r['driver_rss_mb']:.0f} MB, JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
+        lo, hi = min(rss_sizes), max(rss_sizes)
+        print(f"{kind}: driver peak RSS {hi:,} vs {lo:,}: python driver "
+              f"{rss[hi]['driver_rss_mb'] - rss[lo]['driver_rss_mb']:+.0f} MB, JVM "
+              f"{rss[hi]['jvm_rss_mb'] - rss[lo]['jvm_rss_mb']:+.0f} MB", flush=True)
 
 
 def main() -> None:
@@ -304,55 +528,32 @@ def main() -> None:
     p.add_argument("--kinds", default="local,s3")
     p.add_argument("--rss-sizes", default="1000000,5000000")
     p.add_argument("--rss-kinds", default="local")
+    p.add_argument("--handoff", choices=("staging", "offsets"), default="staging",
+                   help="offsets: a broker's backlog loaded by both hand-offs (local output)")
+    p.add_argument("--namesrv", default=None, help="--handoff offsets: this broker instead of the embedded one")
+    p.add_argument("--topic", default=None, help="with --namesrv: the topic whose whole backlog is the window")
+    p.add_argument("--fill", type=int, default=None, help="with --namesrv: top the topic up to this many messages")
+    p.add_argument("--overlap", type=int, default=0, metavar="K", help="K overlapping staged windows in one load")
+    p.add_argument("--master", default="local[2]", help="spark-submit --master (e.g. local-cluster[2,1,2048])")
     args = p.parse_args()
+    if (args.namesrv is None) != (args.topic is None):
+        p.error("--namesrv and --topic go together")
+    if args.namesrv is not None and args.handoff != "offsets":
+        p.error("--namesrv is for --handoff offsets")
+    print(f"load average before: {_loadavg()}; {os.cpu_count()} cores; master {args.master}", flush=True)
     scratch = Path(tempfile.mkdtemp(prefix="load-bench-"))
     ctx = Context(scratch)
     try:
-        windows: dict[int, Path] = {}
-
-        def window(n: int) -> Path:
-            if n not in windows:
-                t0 = time.perf_counter()
-                windows[n] = stage_window(scratch / f"w{n}", n)
-                print(f"staged {n:,} x {BODY} B in {time.perf_counter() - t0:.1f} s", flush=True)
-            return windows[n]
-
-        for n in (int(s) for s in args.sizes.split(",") if s):
-            for kind in args.kinds.split(","):
-                rates, whole = [], []
-                for i in range(args.runs):
-                    r = one_run(ctx, kind, window(n), f"{kind}-{n}-{i}")
-                    secs = r["end"] - r["start"]
-                    rate = r["rows_out"] / secs
-                    rates.append(rate)
-                    whole.append(r["rows_out"] / r["wall"])
-                    per_m = r["rows_out"] / 1e6
-                    cpu = ", ".join(f"{k} {v / per_m:.1f}" for k, v in sorted(r["cpu"].items()))
-                    cpu_all = ", ".join(f"{k} {v / per_m:.1f}" for k, v in sorted(r["cpu_total"].items()))
-                    print(f"{kind:7} n={n:,} run {i + 1}: load phase {r['rows_out']:,} rows in {secs:.1f} s = "
-                          f"{rate:,.0f} rows/s (CPU-s/M: {cpu}); whole spark-submit {r['wall']:.1f} s = "
-                          f"{whole[-1]:,.0f} rows/s (CPU-s/M: {cpu_all}); peak RSS python driver "
-                          f"{r['driver_rss_mb']:.0f} MB, JVM {r['jvm_rss_mb']:.0f} MB; load avg {_loadavg()}",
-                          flush=True)
-                    for line in r["phases"]:
-                        print(f"        {line}", flush=True)
-                print(f"{kind:7} n={n:,}: median load phase {sorted(rates)[len(rates) // 2]:,.0f} rows/s, "
-                      f"whole spark-submit {sorted(whole)[len(whole) // 2]:,.0f} rows/s", flush=True)
-        rss_sizes = [int(s) for s in args.rss_sizes.split(",") if s]
-        for kind in (k for k in args.rss_kinds.split(",") if k and rss_sizes):
-            rss = {}
-            for n in rss_sizes:
-                r = one_run(ctx, kind, window(n), f"rss-{kind}-{n}")
-                rss[n] = r
-                print(f"rss {kind:7} n={n:,}: {r['rows_out'] / (r['end'] - r['start']):,.0f} rows/s; peak RSS "
-                      f"python driver {r['driver_rss_mb']:.0f} MB, JVM {r['jvm_rss_mb']:.0f} MB", flush=True)
-            lo, hi = min(rss_sizes), max(rss_sizes)
-            print(f"{kind}: driver peak RSS {hi:,} vs {lo:,}: python driver "
-                  f"{rss[hi]['driver_rss_mb'] - rss[lo]['driver_rss_mb']:+.0f} MB, JVM "
-                  f"{rss[hi]['jvm_rss_mb'] - rss[lo]['jvm_rss_mb']:+.0f} MB", flush=True)
+        if args.handoff == "offsets":
+            handoff_runs(ctx, args)
+        elif args.overlap:
+            overlap_runs(ctx, args)
+        else:
+            staged_runs(ctx, args)
     finally:
         ctx.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    print(f"load average after: {_loadavg()}", flush=True)
 
 
 if __name__ == "__main__":

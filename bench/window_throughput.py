@@ -18,8 +18,9 @@ and prints for each:
 - staged: bytes of Parquet written (zstd) and the number of files;
 - window/(a): the window's rate against (a)'s in the same run.
 
-It ends with the targets over the runs (window >= 80 % of (a), <= 3.0 CPU-s/M,
-peak RSS <= 250 MB): in how many runs each was met, with the medians.
+It ends with the targets over the runs (window >= 80 % of (a)'s rate, window CPU <= (a)'s CPU
++ 1.0 CPU-s/M in the same run, peak RSS <= 250 MB): in how many runs each was met, with the
+medians. The targets hold when they are met in every run (5 by default).
 
 Two ways to get a backlog:
 
@@ -122,7 +123,7 @@ report(base, code=0, wall=wall, cpu=cpu, loop=loop_cpu, workers=workers_cpu)
 """
 
 RATIO_TARGET = 0.80  # the window >= 80 % of (a)'s rate in the same invocation
-CPU_TARGET = 3.0  # ... <= 3.0 client CPU-s per million
+CPU_MARGIN = 1.0  # ... <= (a)'s client CPU-s per million + this, in the same run
 RSS_TARGET_MB = 250  # ... peak RSS <= 250 MB
 
 
@@ -163,20 +164,21 @@ def _split(threads: dict[str, float], total: int) -> str:
 
 
 def verdict(runs: list[dict[str, tuple[float, float, float]]]) -> list[str]:
-    """Issue 22's targets over the runs, as printed lines; ``runs[i]["window"|"a"] = (msgs/s, CPU-s/M,
-    peak RSS MB)``. A run without an (a) counts for the CPU and RSS targets only."""
+    """The targets over the runs, as printed lines; ``runs[i]["window"|"a"] = (msgs/s, CPU-s/M, peak RSS
+    MB)``. A run without an (a) counts for the RSS target only."""
     lines = []
     paired = [r for r in runs if "a" in r]
     if paired:
         ratios = [r["window"][0] / r["a"][0] for r in paired]
+        extra = [r["window"][1] - r["a"][1] for r in paired]
         lines += ["window/(a) by run: " + ", ".join(f"{x:.1%}" for x in ratios),
                   (f"target window >= {RATIO_TARGET:.0%} of (a): met in {sum(x >= RATIO_TARGET for x in ratios)} "
-                   f"of {len(paired)} runs (median {statistics.median(ratios):.1%})")]
-    cpus = [r["window"][1] for r in runs]
+                   f"of {len(paired)} runs (median {statistics.median(ratios):.1%}, min {min(ratios):.1%})"),
+                  "window CPU-s/M - (a)'s by run: " + ", ".join(f"{x:+.2f}" for x in extra),
+                  (f"target window CPU <= (a)'s + {CPU_MARGIN} CPU-s/M: met in "
+                   f"{sum(x <= CPU_MARGIN for x in extra)} of {len(paired)} runs (median {statistics.median(extra):+.2f})")]
     rss = [r["window"][2] for r in runs]
-    lines += [(f"target window <= {CPU_TARGET} CPU-s/M: met in {sum(c <= CPU_TARGET for c in cpus)} of {len(runs)} "
-               f"runs (median {statistics.median(cpus):.2f})"),
-              (f"target window peak RSS <= {RSS_TARGET_MB} MB: met in {sum(m <= RSS_TARGET_MB for m in rss)} of "
+    lines += [(f"target window peak RSS <= {RSS_TARGET_MB} MB: met in {sum(m <= RSS_TARGET_MB for m in rss)} of "
                f"{len(runs)} runs (max {max(rss):.0f} MB)")]
     return lines
 
@@ -233,7 +235,7 @@ def main() -> None:
                     "(comma-separated, one per topic)")
     ap.add_argument("--sizes", default="1000000,5000000", help="embedded broker: window sizes, comma-separated")
     ap.add_argument("--size", type=int, default=100, help="body bytes of generated messages (default 100)")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-push", action="store_true", help="skip the push consumer (a) runs")
     ap.add_argument("--profile", default=None, metavar="DIR", help="py-spy raw profiles of every window run go here")
     args = ap.parse_args()

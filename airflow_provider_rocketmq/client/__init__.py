@@ -54,6 +54,8 @@ _EXPORTS: dict[str, str] = {
     "SendResult": ".producer",
     "SendOutcome": ".producer.pipeline",
     "PipelineOptions": ".producer.pipeline",
+    "BULK_MAX_IN_FLIGHT": ".producer.pipeline",
+    "BULK_MAX_BATCH": ".producer.pipeline",
     # admin
     "Admin": ".admin",
     "AsyncAdmin": ".admin",
@@ -96,7 +98,13 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (tests/client/te
     from .consumer.offset_store import OffsetPersistReport
     from .consumer.push import AsyncPushConsumer, PushConsumer
     from .producer import AsyncProducer, Producer, SendResult
-    from .producer.pipeline import PipelineOptions, SendAbortedError, SendOutcome
+    from .producer.pipeline import (
+        BULK_MAX_BATCH,
+        BULK_MAX_IN_FLIGHT,
+        PipelineOptions,
+        SendAbortedError,
+        SendOutcome,
+    )
     from .protocol.batch import MessageBatch, PulledBatch, PullFilter, decode_message_batch
     from .protocol.errors import (
         AclDeniedError,
@@ -127,7 +135,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (tests/client/te
     from .protocol.queue import MessageQueue
 
 __all__ = [
-    "AclDeniedError", "Admin", "AllocateMachineRoomNearby", "AllocateMessageQueueAveragely",
+    "BULK_MAX_BATCH", "BULK_MAX_IN_FLIGHT", "AclDeniedError", "Admin", "AllocateMachineRoomNearby", "AllocateMessageQueueAveragely",
     "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueByConfig",
     "AllocateMessageQueueByMachineRoom", "AllocateMessageQueueConsistentHash", "AsyncAdmin", "AsyncProducer",
     "AsyncPushConsumer", "BrokerError", "ClientConfig", "ClientStateError", "CompressionUnavailableError",

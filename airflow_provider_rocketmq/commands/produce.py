@@ -9,7 +9,15 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from ..client.producer import MAX_BATCH, MAX_IN_FLIGHT, Producer, SendAbortedError, SendResult
+from ..client.producer import (
+    BULK_MAX_BATCH,
+    BULK_MAX_IN_FLIGHT,
+    MAX_BATCH,
+    MAX_IN_FLIGHT,
+    Producer,
+    SendAbortedError,
+    SendResult,
+)
 from ..client.protocol.errors import ConfigError, RocketMQError
 from ..client.protocol.message import Message
 from .args import client_config, emit, positive
@@ -109,11 +117,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tag", default=None, help="TAGS of every message")
     p.add_argument("--keys", default=None, help="KEYS of every message (space-separated)")
     p.add_argument("--property", action="append", metavar="K=V", help="user property (repeatable)")
-    p.add_argument("--batch", type=int, default=1,
+    p.add_argument("--batch", type=int, default=BULK_MAX_BATCH,
                    help="up to this many messages of one queue per request (SEND_BATCH_MESSAGE), each with its "
-                        "own result (default 1: a SEND_MESSAGE each)")
-    p.add_argument("--max-in-flight", type=int, default=64,
-                   help="requests awaiting their answer at once (default 64)")
+                        f"own result (default {BULK_MAX_BATCH}, as RocketMQProduceOperator; 1: a SEND_MESSAGE each)")
+    p.add_argument("--max-in-flight", type=int, default=BULK_MAX_IN_FLIGHT,
+                   help=f"requests awaiting their answer at once (default {BULK_MAX_IN_FLIGHT})")
     p.add_argument("--key", default=None,
                    help="choose the queue by hash of this key: stored in order, one request in flight")
     p.add_argument("--group", default="rocketmq_airflow_cli", help="producer group")

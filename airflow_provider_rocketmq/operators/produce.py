@@ -8,6 +8,8 @@ from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseOperator, Context
 from airflow_provider_rocketmq.client import (
+    BULK_MAX_BATCH,
+    BULK_MAX_IN_FLIGHT,
     ConfigError,
     Message,
     MessageQueue,
@@ -20,8 +22,8 @@ from airflow_provider_rocketmq.hooks.callables import resolve_callable
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 DEFAULT_PRODUCER_GROUP = "AIRFLOW_PRODUCER"
-DEFAULT_MAX_IN_FLIGHT = 64
-DEFAULT_MAX_BATCH = 32
+DEFAULT_MAX_IN_FLIGHT = BULK_MAX_IN_FLIGHT
+DEFAULT_MAX_BATCH = BULK_MAX_BATCH
 
 
 def to_send_item(topic: str, item: Any, index: int) -> tuple[Message, str | None]:

@@ -25,15 +25,30 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+def test_produce_batches_by_default_as_the_operator(embedded_cluster: EmbeddedCluster,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    ns = embedded_cluster.namesrv_addr
+    assert _run(capsys, "topic", "create", "--topic", "CliDefaults", "--queues", "2", "--namesrv", ns)[0] == 0
+    code, out, _ = _run(capsys, "produce", "--topic", "CliDefaults", "--count", "256", "--namesrv", ns, "--json")
+    summary = json.loads(out)
+    # up to 32 messages of one queue per request, each with its own result
+    assert code == 0 and summary["sent"] == 256 and summary["requests"] <= 256 // 16
+    code, out, _ = _run(capsys, "produce", "--topic", "CliDefaults", "--count", "10", "--batch", "1", "--namesrv", ns,
+                        "--json")
+    assert code == 0 and json.loads(out)["requests"] == 10  # one request per message when asked
+    assert len(embedded_cluster.messages("CliDefaults")) == 266
+
+
 def test_topic_create_produce_and_lag(embedded_cluster: EmbeddedCluster,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     ns = embedded_cluster.namesrv_addr
     code, out, _ = _run(capsys, "topic", "create", "--topic", "CliT", "--queues", "3", "--namesrv", ns, "--json")
     assert code == 0 and json.loads(out) == {"topic": "CliT", "queues": 3, "brokers": ["broker-a"]}
 
+    # one message per request: round robin over the queues (a batch goes to one queue)
     code, out, _ = _run(capsys, "produce", "--topic", "CliT", "--count", "7", "--size", "64", "--tag", "TagA",
                         "--keys", "k1 k2", "--property", "color=red", "--property", "note=值",
-                        "--namesrv", ns, "--json")
+                        "--batch", "1", "--namesrv", ns, "--json")
     summary = json.loads(out)
     assert code == 0 and summary["sent"] == 7 and sum(summary["queues"].values()) == 7
     assert set(summary["queues"]) == {"broker-a:0", "broker-a:1", "broker-a:2"}

@@ -5,8 +5,16 @@ broker (it sees its producer through the `ports.SendPort`), `direct_send` the bl
 path of a synchronous send, `message_id` the UNIQ_KEY every sent message carries.
 """
 
-from .pipeline import MAX_BATCH, MAX_IN_FLIGHT, PipelineOptions, SendAbortedError, SendOutcome
+from .pipeline import (
+    BULK_MAX_BATCH,
+    BULK_MAX_IN_FLIGHT,
+    MAX_BATCH,
+    MAX_IN_FLIGHT,
+    PipelineOptions,
+    SendAbortedError,
+    SendOutcome,
+)
 from .producer import AsyncProducer, Producer, SendResult
 
-__all__ = ["MAX_BATCH", "MAX_IN_FLIGHT", "AsyncProducer", "PipelineOptions", "Producer", "SendAbortedError",
-           "SendOutcome", "SendResult"]
+__all__ = ["BULK_MAX_BATCH", "BULK_MAX_IN_FLIGHT", "MAX_BATCH", "MAX_IN_FLIGHT", "AsyncProducer", "PipelineOptions",
+           "Producer", "SendAbortedError", "SendOutcome", "SendResult"]

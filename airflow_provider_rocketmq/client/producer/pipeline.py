@@ -87,6 +87,10 @@ log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 4096
 MAX_BATCH = 1024
+# what bulk senders (the produce operator and command) use unless told otherwise: one SEND request per
+# message costs several times the client CPU of one carrying up to 32 messages of its queue
+BULK_MAX_IN_FLIGHT = 64
+BULK_MAX_BATCH = 32
 _ITEM_HEAD = struct.Struct(">iiiii")  # batch item: size, magic, crc, flag, body length
 _H = struct.Struct(">H")
 

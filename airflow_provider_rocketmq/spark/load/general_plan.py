@@ -1,195 +1,131 @@
-"""The general plan: Spark reads the windows, classifies the rows and keeps the first of each offset.
+"""The general plan: Spark reads the windows; its tasks keep each row by the claims and write it, no shuffle.
 
-Each manifest's rows are read (its staged files per ``--staged-read``, or an offsets manifest's
-ranges from the brokers through spark/load/handoff.py), tagged with their window id and load order,
-and classified with column expressions: *new* (in the manifest's claim, not held by the output),
-*loaded* (claimed and held) or *outside* (not claimed: the load fails). Of the new rows, a window
-function keeps the first of each (topic, broker, queue_id, queue_offset) in load order - a shuffle
-and sort of every row read - before the body is converted and the rows are written (``--writer``).
-It applies to every load; load_window.py tries it last.
+It loads what the direct plan's tasks cannot read or convert themselves - ``--body-format json``
+(Spark's VARIANT) and ``--staged-read spark|tasks|driver`` - with ``--writer tasks``, whenever the
+claims decide which manifest writes each offset (spark/load/claims.py). Spark reads each manifest's
+rows (spark/load/spark_read.py: the staged files, or an offsets hand-off's ranges through the
+``rocketmq`` data source), adds the window id and the manifest's load order (and for json the
+converted body with a flag for invalid JSON), and one ``mapInArrow`` pass hands each partition to a
+Python task that classifies the rows by their offsets against the manifests' own, duplicate and
+loaded ranges (spark/load/task_rows.py: the direct plan's code), writes the new ones with the
+output's `TaskWriter` and returns its files, counts and offset intervals - no cache, no count job,
+no shuffle of the rows. Before the commit the driver checks the intervals as the direct plan does;
+a staged window holding an offset twice makes it give up (`PlanGaveUp`) and the dedup plan loads
+the windows.
 """
 
 from __future__ import annotations
 
+import pickle
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from airflow_provider_rocketmq.spark.load.outputs.tasks import write_in_tasks
-from airflow_provider_rocketmq.spark.load.staged import LoadError, Staged, is_url, local_path
+from airflow_provider_rocketmq.spark.load.claims import claims_of, undecided
+from airflow_provider_rocketmq.spark.load.crash_points import TaskCrash
+from airflow_provider_rocketmq.spark.load.direct_plan import finish, tasks_read
+from airflow_provider_rocketmq.spark.load.spark_read import json_body, read_window
+from airflow_provider_rocketmq.spark.load.task_rows import ManifestSpec, TaskResult, TaskRows, output_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_provider_rocketmq.spark.load.ledger import OffsetRanges
-    from airflow_provider_rocketmq.spark.load.outputs import DataFile, PendingLoad
+    from airflow_provider_rocketmq.spark.load.outputs import DataFile, PendingLoad, TaskWriter
     from airflow_provider_rocketmq.spark.load.plan import LoadInput
     from airflow_provider_rocketmq.spark.load.report import LoadReport
 
-# broker is part of the key: queue ids restart at 0 on every broker of a topic
-DEDUP_KEY = ("topic", "broker", "queue_id", "queue_offset")
-# temporary columns: new / loaded / outside; the manifest's place in load order; a row's rank among its key's
-_CLASS, _ORDER, _RANK = "__rocketmq_class", "__rocketmq_order", "__rocketmq_rank"
+# columns the tasks read and drop: the manifest's place in load order; for json, an invalid body
+ORDER, BAD_JSON = "__rocketmq_order", "__rocketmq_bad_json"
+RESULT_SCHEMA = "result binary"  # one pickled `TaskResult` per task
+
+
+@dataclass(frozen=True)
+class GeneralTask:
+    """What every task of the load shares (pickled once into the closure)."""
+
+    specs: dict[int, ManifestSpec]
+    body_format: str
+    writer: TaskWriter
+
+    def run(self, batches: Iterator[pa.RecordBatch], task_tag: str) -> TaskResult:
+        result = TaskResult()
+        t0 = time.perf_counter()
+        result.files = self.writer.write(self._rows(batches, result), task_tag)
+        result.write_seconds = max(0.0, time.perf_counter() - t0 - result.read_seconds)
+        return result
+
+    def _rows(self, batches: Iterator[pa.RecordBatch], result: TaskResult) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        rows = TaskRows(self.specs, self.body_format, result)
+        schema: pa.Schema | None = None
+        t = time.perf_counter()
+        for batch in batches:
+            if schema is None:
+                schema = output_schema(batch.schema, self.body_format, drop=(ORDER, BAD_JSON))
+            orders = batch.column(ORDER)
+            # a partition holds one manifest's rows (Spark's union keeps its inputs' partitions)
+            parts = [(int(o), batch if len(pc.unique(orders)) == 1 else batch.filter(pc.equal(orders, o)))
+                     for o in pc.unique(orders).to_pylist()]
+            for order, part in parts:
+                bad = part.column(BAD_JSON) if BAD_JSON in part.schema.names else None
+                out = rows.take(order, part, schema, with_window=False, bad_json=bad)
+                result.read_seconds += time.perf_counter() - t
+                if result.stopped:
+                    return
+                if out is not None:
+                    yield out
+                t = time.perf_counter()
+        result.read_seconds += time.perf_counter() - t
+
+
+def run_general(df: DataFrame, task: GeneralTask) -> list[TaskResult]:
+    """``task`` over every partition of ``df`` (``mapInArrow``), tagged and crash-armed as
+    spark/load/outputs/tasks.py's; the tasks' results."""
+    from airflow_provider_rocketmq.spark.load.outputs.tasks import task_tag
+
+    crash = TaskCrash.armed()
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        result = task.run(batches, task_tag(ctx))
+        crash.after_write(ctx, result.files)
+        yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(result)]})
+
+    return [pickle.loads(r["result"]) for r in df.mapInArrow(run, RESULT_SCHEMA).collect()]
 
 
 class GeneralPlan:
     name = "spark"
-    description = "the general plan (Spark removes repeated offsets)"
+    description = "the general plan (Spark reads the windows, its tasks keep rows by the claims)"
 
     def applies(self, job: LoadInput) -> bool:
-        return True
+        return job.writer == "tasks" and not tasks_read(job) and undecided(claims_of(job)) is None
 
     def write(self, spark: SparkSession, job: LoadInput, load: PendingLoad, report: LoadReport) -> list[DataFile]:
         from pyspark.sql import functions as F
 
         t0 = time.monotonic()
-        df = _classified(spark, job).cache()
-        try:
-            by_class: dict[str, int] = {}
-            for cls, order, n in df.groupBy(_CLASS, _ORDER).count().collect():
-                by_class[cls] = by_class.get(cls, 0) + n
-                report.add(order, read=n, loaded=n if cls == "loaded" else 0)
-            report.files_read = sum(len(s.files) for s in job.to_read)
-            report.read_seconds = time.monotonic() - t0
-            if by_class.get("outside"):
-                bad = df.where(F.col(_CLASS) == "outside").select("window_id", *DEDUP_KEY).limit(1).collect()[0]
-                raise LoadError(f"window {bad.window_id}: staged row {bad.topic} {bad.broker}:{bad.queue_id} offset "
-                                f"{bad.queue_offset} lies outside its manifest's queue ranges")
-            t1 = time.monotonic()
-            rows = _convert_body(_first_of_each_offset(df), job.body_format, F, getattr(load, "json_variant", True))
-            files = _write(rows, job, load)
-            report.write_seconds = time.monotonic() - t1
-        finally:
-            df.unpersist()
+        claims = claims_of(job)
+        df: DataFrame | None = None
+        for c in claims:
+            part = (read_window(spark, c.staged, job.staged_read)
+                    .withColumn("window_id", F.lit(c.staged.manifest.window_id))
+                    .withColumn(ORDER, F.lit(c.order)))
+            if job.body_format == "json":
+                body, invalid = json_body(F, getattr(load, "json_variant", True))
+                part = part.withColumn(BAD_JSON, invalid).withColumn("body", body)
+            df = part if df is None else df.unionByName(part)
+        assert df is not None
+        task = GeneralTask({c.order: c.spec() for c in claims}, job.body_format, load.writer())
+        files = finish(run_general(df, task), job, report)
+        report.job_seconds = time.monotonic() - t0
         return files
 
 
 PLAN = GeneralPlan()
-
-
-def _classified(spark: SparkSession, job: LoadInput) -> DataFrame:
-    """Every row read, with its window id (the manifest's, not the staged column's), load order and class."""
-    from pyspark.sql import functions as F
-
-    df: DataFrame | None = None
-    for order, staged in enumerate(job.to_read):
-        part = (_read_window(spark, staged, job.staged_read)
-                .withColumn("window_id", F.lit(staged.manifest.window_id))
-                .withColumn(_ORDER, F.lit(order)))
-        # rows are kept by what the output holds, not by which manifest claims an offset first:
-        # a manifest may claim offsets it did not stage (tag-filtered, or another window's)
-        part = part.withColumn(_CLASS, F.when(_in_ranges(job.new(staged), F), "new")
-                               .when(_in_ranges(job.loaded(staged), F), "loaded")
-                               .otherwise("outside"))
-        df = part if df is None else df.unionByName(part)
-    assert df is not None
-    return df
-
-
-def _first_of_each_offset(df: DataFrame) -> DataFrame:
-    """The new rows, the first of each offset in load order."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    first = Window.partitionBy(*DEDUP_KEY).orderBy(_ORDER)
-    return (df.where(F.col(_CLASS) == "new").withColumn(_RANK, F.row_number().over(first))
-            .where(F.col(_RANK) == 1).drop(_CLASS, _ORDER, _RANK))
-
-
-def _write(rows: DataFrame, job: LoadInput, load: PendingLoad) -> list[DataFile]:
-    if job.writer != "spark":
-        return write_in_tasks(rows, load.writer())
-    target, written = getattr(load, "spark_target", None), getattr(load, "spark_written", None)
-    if target is None or written is None:
-        raise LoadError(f"--writer spark: the {job.output} output kind is written by Spark tasks only")
-    rows.write.mode("errorifexists").partitionBy("window_id").parquet(target())
-    files: list[DataFile] = written()
-    return files
-
-
-def _in_ranges(ranges: OffsetRanges, F: Any) -> Column:
-    """A boolean column: the row's (topic, broker, queue_id, queue_offset) lies in ``ranges``."""
-    cond = F.lit(False)
-    for (topic, broker, queue_id), intervals in sorted(ranges.by_queue.items()):
-        hit = F.lit(False)
-        for start, end in intervals:
-            hit = hit | ((F.col("queue_offset") >= start) & (F.col("queue_offset") < end))
-        cond = cond | ((F.col("topic") == topic) & (F.col("broker") == broker)
-                       & (F.col("queue_id") == queue_id) & hit)
-    return cond  # type: ignore[no-any-return]  # F is the untyped pyspark functions module
-
-
-def _read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
-    """The rows of one window: from the brokers for an offsets manifest, else its staged files."""
-    if staged.offsets_handoff:
-        from airflow_provider_rocketmq.spark.load.handoff import read_offsets_window
-
-        return read_offsets_window(spark, staged.location, staged.manifest)
-    local = not any(is_url(f) for f in staged.files)
-    if mode == "spark" or (mode == "auto" and local):
-        # Hadoop names Amazon S3 "s3a"; the other object-store schemes are the same in fsspec and Hadoop
-        return spark.read.parquet(*(("s3a://" + f[5:]) if f.startswith("s3://") else f for f in staged.files))
-    if mode in ("tasks", "auto"):
-        return _read_in_tasks(spark, list(staged.files))
-    return _read_on_driver(spark, staged.files)
-
-
-def _read_on_driver(spark: SparkSession, files: tuple[str, ...]) -> DataFrame:
-    """The driver reads the files (any fsspec URL, e.g. s3:// when executors lack an S3 connector);
-    the window's rows then pass through the driver's memory."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    tables = []
-    for f in files:
-        if is_url(f):
-            import fsspec
-
-            with fsspec.open(f, "rb") as fh:
-                tables.append(pq.read_table(fh))
-        else:
-            tables.append(pq.read_table(local_path(f)))
-    return spark.createDataFrame(pa.concat_tables(tables))
-
-
-def _read_in_tasks(spark: SparkSession, files: list[str]) -> DataFrame:
-    """Staged files read by Spark tasks, one file per task, with pyarrow + fsspec: any fsspec URL,
-    no Hadoop connector, and the rows never pass through the driver. The tasks get the driver's
-    fsspec configuration (e.g. ``$FSSPEC_S3``) in their closure."""
-    import fsspec
-    import fsspec.config
-    import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    with fsspec.open(files[0], "rb") as fh:
-        schema = pq.read_schema(fh)
-    conf = {k: dict(v) for k, v in fsspec.config.conf.items()}
-
-    def read(batches: Any) -> Any:
-        import fsspec
-        import fsspec.config
-        import pyarrow.parquet as pq
-
-        for k, v in conf.items():
-            fsspec.config.conf.setdefault(k, v)
-        for batch in batches:
-            for path in batch.column(0).to_pylist():
-                with fsspec.open(path, "rb") as fh:
-                    yield from pq.ParquetFile(fh).iter_batches(batch_size=65_536)
-
-    paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(len(files))
-    return paths.mapInArrow(read, from_arrow_schema(schema))
-
-
-def _convert_body(df, body_format: str, F, json_variant: bool = True):  # type: ignore[no-untyped-def]  # pyspark types are optional
-    if body_format == "binary":
-        return df
-    text = F.col("body").cast("string")  # Spark's binary->string cast decodes UTF-8
-    if body_format == "utf8":
-        return df.withColumn("body", text)
-    bad = df.where(text.isNotNull() & F.try_parse_json(text).isNull()).select(*DEDUP_KEY).limit(1).collect()
-    if bad:
-        r = bad[0]
-        raise LoadError(f"--body-format json: body of {r.topic} {r.broker}:{r.queue_id} offset "
-                        f"{r.queue_offset} is not valid JSON")
-    # VARIANT for Parquet outputs; kinds that cannot store it keep the validated text
-    return df.withColumn("body", F.parse_json(text) if json_variant else text)

@@ -36,7 +36,7 @@ try:
 except ModuleNotFoundError:  # run by path from a source tree that is not pip-installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from airflow_provider_rocketmq.client.protocol.errors import ConfigError
-from airflow_provider_rocketmq.spark.load import crash_points, direct_plan, general_plan
+from airflow_provider_rocketmq.spark.load import crash_points, dedup_plan, direct_plan, general_plan
 from airflow_provider_rocketmq.spark.load.ledger import LedgerConflict, LedgerError, OffsetRanges
 from airflow_provider_rocketmq.spark.load.outputs import DataFile, Output, PendingLoad, is_url, open_output
 from airflow_provider_rocketmq.spark.load.plan import LoadInput, Plan, PlanGaveUp
@@ -55,8 +55,8 @@ WRITERS = ("tasks", "spark")
 STORAGE_OPTIONS_ENV = "ROCKETMQ_OUTPUT_STORAGE_OPTIONS"
 EXIT_BAD_INPUT = 2
 EXIT_CONFLICT = 3
-# tried in this order; the first that applies writes the rows (the general plan applies always)
-PLANS: tuple[Plan, ...] = (direct_plan.PLAN, general_plan.PLAN)
+# tried in this order; the first that applies writes the rows (the dedup plan applies always)
+PLANS: tuple[Plan, ...] = (direct_plan.PLAN, general_plan.PLAN, dedup_plan.PLAN)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -70,9 +70,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--body-format", choices=BODY_FORMATS, default="utf8",
                    help="utf8: body as string; json: body parsed to VARIANT; binary: body unchanged")
     p.add_argument("--staged-read", choices=STAGED_READS, default="auto",
-                   help="auto: Spark tasks read the staged files and write the new rows in one pass when the "
-                        "windows cannot repeat an offset (spark/load/direct_plan.py), else as spark for local "
-                        "files and tasks for URLs; spark: Spark's Parquet reader (Hadoop filesystems: s3:// is read as s3a://); "
+                   help="auto: Spark tasks read the staged files (and offsets hand-offs from the brokers) and "
+                        "write the new rows in one pass (spark/load/direct_plan.py) unless the body format "
+                        "or the writer needs Spark, else as spark for local files and tasks for URLs; spark: "
+                        "Spark's Parquet reader (Hadoop filesystems: s3:// is read as s3a://); "
                         "tasks: Spark tasks read the files with pyarrow + fsspec (no Hadoop connector "
                         "needed); driver: the driver reads them and hands Spark the rows (small windows)")
     p.add_argument("--writer", choices=WRITERS, default="tasks",

@@ -11,7 +11,7 @@ records in the `LoadReport` what it read per manifest (`LoadReport.add`) and its
 A plan that finds, before the commit, that it cannot keep that promise for these windows (say a
 repeated offset it would not remove) raises `PlanGaveUp` with the files it wrote: they are never
 committed, the report is reset, and the next plan that applies loads the windows. The last plan
-(general_plan.py) applies always. A new plan is a new module with a `Plan`, listed in ``PLANS``
+(dedup_plan.py) applies always. A new plan is a new module with a `Plan`, listed in ``PLANS``
 ahead of the plans it should be tried before.
 """
 

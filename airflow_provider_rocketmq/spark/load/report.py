@@ -6,11 +6,12 @@ Phase lines (one each, ``key=value``)::
     load_window: write: rows=1000000 files=2 bytes=61234567 seconds=1.92 job_seconds=3.10
     load_window: commit: rows=1000000 files=2 offsets=1000000 seconds=0.08
 
-``read``: the plan that wrote the rows (``none`` when nothing was read), the windows read, their
-files, the rows read and how they split (already in the output / repeated within the load / new),
-and ``skipped_rows``: rows of windows the output held entirely, not read at all. ``seconds`` is
-wall time for the general plan; for the direct plan, where each task reads and writes in one pass,
-read and write seconds are task time summed over tasks and ``job_seconds`` the Spark job's wall time.
+``read``: the plan that wrote the rows (``direct``, ``spark``, ``dedup``; ``none`` when nothing was
+read), the windows read, their files, the rows read and how they split (already in the output /
+repeated within the load / new), and ``skipped_rows``: rows of windows the output held entirely,
+not read at all. ``seconds`` is wall time for the dedup plan; for the direct and general plans,
+where each task reads and writes in one pass, read and write seconds are task time summed over
+tasks and ``job_seconds`` the Spark job's wall time.
 
 With ``--result-file PATH|URL``, once the load succeeded, the driver writes a JSON object with the
 counts per window (`LoadReport.windows`) and the phases, which the Airflow side reads

@@ -167,11 +167,14 @@ def apply_retention(spans: Iterable[QueueSpan], bounds: Mapping[tuple[str, str, 
     return out
 
 
+DATA_LOSS_HINT = "; set failOnDataLoss=false to skip them and read the rest"
+
+
 def data_loss_message(span: QueueSpan, lost_to: int, min_offset: int, *, hint: bool = True) -> str:
     text = (f"{span.topic} {span.key}: offsets [{span.start}, {lost_to}) of the range [{span.start}, {span.end}) "
             f"are no longer on the broker (its min offset is {min_offset}; retention deleted them)")
     if hint:
-        text += "; set failOnDataLoss=false to skip them and read the rest"
+        text += DATA_LOSS_HINT
     return text
 
 

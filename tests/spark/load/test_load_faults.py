@@ -12,7 +12,11 @@ Cases, each on its own output, loading one staged window W (3 queues x N offsets
     plus new ones under another window id;
 (e) two loads of the same offsets into the same output at once (both planned against the empty
     ledger, held at a barrier until both reach the commit);
-(f) a task attempt fails after writing its files and Spark retries it (local[2,2]).
+(f) a task attempt fails after writing its files and Spark retries it (local[2,2]);
+(oa) / (of): (a) and (f) for an offsets hand-off of the same ranges (the embedded broker holds the
+    messages): its tasks read their spans from the broker and write them (the direct plan), one
+    task kills the driver while the other still reads and writes / partition 0's first attempt
+    fails after writing its files.
 
 After each, W is loaded again (the next DAG run) and the output must hold rows == distinct
 (topic, broker, queue, offset) == every offset of the loaded ranges; after a kill before the
@@ -38,9 +42,17 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
+from airflow_provider_rocketmq.client import ClientConfig, Message, MessageQueue, Producer
+from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 from airflow_provider_rocketmq.spark.load.crash_points import BARRIER_ENV, CRASH_ENV, CRASH_EXIT
 from airflow_provider_rocketmq.spark.load.ledger import LEDGER_DIR, LOADS_DIR
+from airflow_provider_rocketmq.window.manifest import (
+    HANDOFF_OFFSETS,
+    QueueRange,
+    WindowManifest,
+    write_manifest,
+)
 from tests.s3_server import MotoS3
 from tests.spark.conftest import FAULT_QUEUES, TWO_TASKS, Key, SparkRun, build_window, expected
 
@@ -50,9 +62,9 @@ QUEUES = FAULT_QUEUES
 # a subset (e.g. while checking that a test fails without its protection): ROCKETMQ_LOAD_FAULTS_KINDS=s3,
 # ROCKETMQ_LOAD_FAULTS_CASES=a,e
 KINDS = tuple(os.environ.get("ROCKETMQ_LOAD_FAULTS_KINDS", "local,s3").split(","))
-CASES = tuple(os.environ.get("ROCKETMQ_LOAD_FAULTS_CASES", "a,b,c0,c1,d,e,f").split(","))
+CASES = tuple(os.environ.get("ROCKETMQ_LOAD_FAULTS_CASES", "a,b,c0,c1,d,e,f,oa,of").split(","))
 CRASHES = {c: p for c, p in {"a": "task_write", "b": "before_commit", "c0": "before_publish",
-                             "c1": "mid_publish"}.items() if c in CASES}
+                             "c1": "mid_publish", "oa": "task_write"}.items() if c in CASES}
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(7200)]  # a hang guard: minutes on a quiet machine
 
 
@@ -116,37 +128,35 @@ def _argv(manifest: Path, url: str, *extra: str) -> list[str]:
     return ["--manifest", str(manifest), "--output", url, *extra]
 
 
+def offsets_window(cluster: EmbeddedCluster, directory: Path) -> Path:
+    """The fault matrices' queues on ``cluster``, offsets 0..N-1 each, and an offsets manifest of them."""
+    cluster.create_topic("orders", 2, brokers=["broker-a"])
+    cluster.create_topic("orders", 1, brokers=["broker-b"])
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr), group="faults_p") as producer:
+        for b, q in QUEUES:
+            for lo in range(0, N, 500):
+                producer.send_batch([Message("orders", f"{b}/{q}/{o}".encode()) for o in range(lo, min(N, lo + 500))],
+                                    queue=MessageQueue("orders", b, q))
+    m = WindowManifest(window_id="wo", topic="orders", consumer_group="G", namesrv=cluster.namesrv_addr,
+                       queues=[QueueRange(b, q, 0, N, N, 0) for b, q in QUEUES], handoff=HANDOFF_OFFSETS)
+    directory.mkdir(parents=True)
+    return write_manifest(m, directory)
+
+
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., SparkRun], s3: MotoS3) -> Matrix:
-    root = tmp_path_factory.mktemp("faults")
-    m = Matrix(root, s3, s3.new_bucket("faults"))
-    w = build_window(root / "stage" / "w", "w", [(b, q, range(N)) for b, q in QUEUES])
-    w_twin = build_window(root / "stage" / "w-twin", "w-twin", [(b, q, range(N)) for b, q in QUEUES])
-    w_more = build_window(root / "stage" / "w-more", "w-more", [(b, q, range(N + N // 2)) for b, q in QUEUES])
+def broker() -> Any:
+    with EmbeddedCluster(brokers=2, queues=2) as cluster:
+        yield cluster
 
-    # phase 1: the killed drivers and the concurrent pair, two spark-submits at a time
-    jobs = [(kind, case, point) for kind in KINDS for case, point in CRASHES.items()]
 
-    def crash(job: tuple[str, str, str]) -> SparkRun:
-        kind, case, point = job
-        return spark_app(LOAD_WINDOW_APP, *_argv(w, m.url(kind, case)), options=TWO_TASKS,
-                         env={**m.env(), CRASH_ENV: point}, timeout=1800)
-
-    with ThreadPoolExecutor(2) as pool:
-        for (kind, case, _), run in zip(jobs, pool.map(crash, jobs), strict=True):
-            m.crashes[(kind, case)] = (run, m.observe(kind, case))
-        for kind in KINDS if "e" in CASES else ():
-            barrier = root / f"barrier-{kind}"
-            pair = [pool.submit(spark_app, LOAD_WINDOW_APP, *_argv(man, m.url(kind, "e")), options=TWO_TASKS,
-                                env={**m.env(), BARRIER_ENV: f"{barrier}:2"}, timeout=1800) for man in (w, w_twin)]
-            m.concurrent[kind] = [f.result() for f in pair]
-
-    # phase 2: the next loads, on one Spark application that allows a task retry (case f)
+def _next_loads(m: Matrix, w: Path, w_twin: Path, w_more: Path, wo: Path) -> list[dict[str, Any]]:
+    """Phase 2's loads: what runs after each crash (the next DAG run), and cases d, e, f, of."""
     plan: list[dict[str, Any]] = []
     for kind in KINDS:
         extra = ("--abandon-after", "0") if kind == "s3" else ()  # the killed loads are discarded now
         for case in CRASHES:
-            plan.append({"label": f"{kind}-{case}", "argv": _argv(w, m.url(kind, case), *extra),
+            plan.append({"label": f"{kind}-{case}", "argv": _argv(wo if case.startswith("o") else w,
+                                                                  m.url(kind, case), *extra),
                          "output": m.url(kind, case)})
         if "e" in CASES:
             plan.append({"label": f"{kind}-e-again", "argv": _argv(w_twin, m.url(kind, "e")),
@@ -158,6 +168,41 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., Sp
         if "f" in CASES:
             plan.append({"label": f"{kind}-f", "argv": _argv(w, m.url(kind, "f")), "output": m.url(kind, "f"),
                          "env": {CRASH_ENV: "task_fail_once"}})
+        if "of" in CASES:
+            plan.append({"label": f"{kind}-of", "argv": _argv(wo, m.url(kind, "of")), "output": m.url(kind, "of"),
+                         "env": {CRASH_ENV: "task_fail_once"}})
+    return plan
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory, spark_app: Callable[..., SparkRun], s3: MotoS3,
+           broker: EmbeddedCluster) -> Matrix:
+    root = tmp_path_factory.mktemp("faults")
+    m = Matrix(root, s3, s3.new_bucket("faults"))
+    w = build_window(root / "stage" / "w", "w", [(b, q, range(N)) for b, q in QUEUES])
+    wo = offsets_window(broker, root / "stage" / "wo")
+    w_twin = build_window(root / "stage" / "w-twin", "w-twin", [(b, q, range(N)) for b, q in QUEUES])
+    w_more = build_window(root / "stage" / "w-more", "w-more", [(b, q, range(N + N // 2)) for b, q in QUEUES])
+
+    # phase 1: the killed drivers and the concurrent pair, two spark-submits at a time
+    jobs = [(kind, case, point) for kind in KINDS for case, point in CRASHES.items()]
+
+    def crash(job: tuple[str, str, str]) -> SparkRun:
+        kind, case, point = job
+        return spark_app(LOAD_WINDOW_APP, *_argv(wo if case.startswith("o") else w, m.url(kind, case)),
+                         options=TWO_TASKS, env={**m.env(), CRASH_ENV: point}, timeout=1800)
+
+    with ThreadPoolExecutor(2) as pool:
+        for (kind, case, _), run in zip(jobs, pool.map(crash, jobs), strict=True):
+            m.crashes[(kind, case)] = (run, m.observe(kind, case))
+        for kind in KINDS if "e" in CASES else ():
+            barrier = root / f"barrier-{kind}"
+            pair = [pool.submit(spark_app, LOAD_WINDOW_APP, *_argv(man, m.url(kind, "e")), options=TWO_TASKS,
+                                env={**m.env(), BARRIER_ENV: f"{barrier}:2"}, timeout=1800) for man in (w, w_twin)]
+            m.concurrent[kind] = [f.result() for f in pair]
+
+    # phase 2: the next loads, on one Spark application that allows a task retry (case f)
+    plan = _next_loads(m, w, w_twin, w_more, wo)
     plan_file, results_file = root / "plan.json", root / "results.json"
     plan_file.write_text(json.dumps(plan))
     app = spark_app(STEPS_APP, str(plan_file), str(results_file), options=["--master", "local[2,2]", *TWO_TASKS],
@@ -296,3 +341,29 @@ def test_f_a_retried_task_attempt_publishes_its_rows_once(matrix: Matrix, kind: 
     assert matrix.app_output.count("test failure of a task attempt after it wrote its files") >= 2
     seen = Counter(k for k in matrix.final[(kind, "f")].keys)
     assert max(seen.values()) == 1
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_oa_offsets_handoff_driver_killed_while_tasks_read_and_write_leaves_nothing_visible(
+        matrix: Matrix, kind: str) -> None:
+    _need(kind, "oa")
+    run, seen = matrix.crashes[(kind, "oa")]
+    assert run.returncode in (-9, 137), run.output[-3000:]  # SIGKILL, not a clean exit
+    assert seen.keys == [] and seen.entries == 0
+    assert seen.staged_files >= 1  # the finished task's files, invisible under _rocketmq_loads/
+    again = step(matrix, f"{kind}-oa")
+    assert "load_window: note: removed load" in again["stderr"]
+    assert "load_window: read: plan=direct " in again["stderr"]  # the tasks read the broker themselves
+    assert counts(again) == {"windows": 1, "rows_in": 3 * N, "rows_out": 3 * N, "duplicates": 0, "already_loaded": 0}
+    exact(matrix.final[(kind, "oa")], range(N))
+    assert matrix.final[(kind, "oa")].staged_files == 0
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_of_offsets_handoff_retried_task_attempt_publishes_its_rows_once(matrix: Matrix, kind: str) -> None:
+    _need(kind, "of")
+    s = step(matrix, f"{kind}-of")
+    assert "load_window: read: plan=direct " in s["stderr"]
+    assert counts(s)["rows_out"] == 3 * N
+    exact(matrix.final[(kind, "of")], range(N))
+    assert "test failure of a task attempt after it wrote its files" in matrix.app_output

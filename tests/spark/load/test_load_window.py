@@ -93,6 +93,19 @@ def repeating_window(directory: Path) -> str:
     return str(write_manifest(m, directory))
 
 
+def tagged_window(directory: Path, window_id: str, tag: str, offsets: range) -> str:
+    """A window of broker-a queue 0 over ``offsets`` with the expression ``tag``: the messages of that tag
+    (every other offset here; the others carry another tag) are staged."""
+    directory.mkdir(parents=True)
+    rows = [{**make_row(window_id, 0, o), "tags": tag, "body": f"{tag}/{o}".encode()} for o in offsets
+            if (o % 2 == 0) == (tag == "even")]
+    fe = write_parquet_file(rows, directory / "q0.parquet", directory)
+    m = WindowManifest(window_id=window_id, topic="orders", consumer_group="G", expression=tag,
+                       queues=[QueueRange(A, 0, offsets.start, offsets.stop, offsets.stop, len(rows))],
+                       files=[fe], messages=len(rows), bytes=0)
+    return str(write_manifest(m, directory))
+
+
 def phases(stderr: str) -> dict[str, dict[str, str]]:
     """The job's phase lines (``load_window: read: k=v ...``) by phase; figures as text."""
     out: dict[str, dict[str, str]] = {}
@@ -188,6 +201,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
     d_wr = w("driver", "wr", [(A, 0, range(6)), (B, 1, range(4))])
     step("driver", "driver", d_wr, extra=("--staged-read", "driver"))
     step("direct", "direct", d_wr)  # the same window through the direct plan: the same files' content
+    # the first two windows again, Spark reading the staged files: the general plan keeps rows by the claims
+    step("by-spark", "by-spark", d_a, d_b, d_c, extra=("--staged-read", "spark"))
+    # two windows over the same offsets with other tag expressions: which window holds an offset's row is
+    # not in the claims, so Spark keeps the first row of each offset (the dedup plan)
+    step("tags", "tags", tagged_window(root / "stage" / "tags-even", "wt1", "even", range(10)),
+         tagged_window(root / "stage" / "tags-odd", "wt2", "odd", range(4, 12)))
     # one window (offsets 0..11, 10 messages) whose two files repeat offsets 3..4 of queue 0 (the window
     # operator never writes that):
     # the direct plan proves nothing, so the load falls back to Spark's dedup
@@ -208,9 +227,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
         with Admin(cfg) as admin:
             offsets = snapshot_window(OffsetsWindow("orders", "lw_g", str(root / "stage" / "offsets"),
                                                     window_id="wo"), admin, namesrv=cluster.namesrv_addr)
-        step("off-staged", "offsets", w("off-staged", "ws", [(A, 0, range(6))]))
+        off_staged = w("off-staged", "ws", [(A, 0, range(6))])
+        step("off-staged", "offsets", off_staged)
         step("off-1", "offsets", offsets.manifest)
         step("off-2", "offsets", offsets.manifest)
+        # the offsets hand-off and a staged window of the same offsets in one load: "wo" comes first in load
+        # order and writes every offset, the staged rows are duplicates; into S3 as well
+        step("off-mixed", "offsets-mixed", off_staged, offsets.manifest)
+        plan.append({"label": "off-s3", "argv": ["--manifest", offsets.manifest, "--output",
+                                                 f"s3://{s3.new_bucket('lwo')}/out"], "output": "s3://"})
+        # JSON bodies read from the brokers: Spark's data source and parse_json, then the claims
+        cluster.create_topic("events", 1)
+        with Producer(cfg, group="lw_p") as producer:
+            producer.send_batch([Message("events", json.dumps({"i": i}).encode()) for i in range(5)],
+                                queue=MessageQueue("events", A, 0))
+        with Admin(cfg) as admin:
+            events = snapshot_window(OffsetsWindow("events", "lw_g", str(root / "stage" / "events"),
+                                                   window_id="wev"), admin, namesrv=cluster.namesrv_addr)
+        step("off-json", "offsets-json", events.manifest, extra=("--body-format", "json"))
 
         # a window staged on S3: Spark tasks read it through fsspec (no s3a:// connector here)
         bucket = s3.new_bucket("lw")
@@ -255,13 +289,14 @@ def test_two_windows_in_one_job_dedup_and_a_rerun_adds_nothing(runs: Runs) -> No
 @pytest.mark.timeout(900)
 def test_each_phase_logs_one_line_with_its_counts(runs: Runs) -> None:
     s = runs.steps
-    # overlapping windows in one load: Spark reads and removes the repeated offsets
+    # overlapping windows in one load: the claims decide which window writes each offset, tasks read
+    # the staged files and write in one pass
     p = phases(s["dedup"].stderr)
     assert {k: v for k, v in p["read"].items() if k != "seconds"} == {
-        "plan": "spark", "windows": "3", "files": "5", "rows_read": "34", "already_loaded": "0", "duplicates": "5",
+        "plan": "direct", "windows": "3", "files": "5", "rows_read": "34", "already_loaded": "0", "duplicates": "5",
         "new": "29", "skipped_rows": "0"}
     written = LocalStore(runs.out("dedup")).read().entries[0].files
-    assert {k: v for k, v in p["write"].items() if k != "seconds"} == {
+    assert {k: v for k, v in p["write"].items() if k not in ("seconds", "job_seconds")} == {
         "rows": "29", "files": str(len(written)), "bytes": str(sum(f.bytes for f in written))}
     assert {k: v for k, v in p["commit"].items() if k != "seconds"} == {"rows": "29", "files": str(len(written)),
                                                                       "offsets": "29"}
@@ -320,10 +355,34 @@ def test_repeated_offsets_in_one_window_fall_back_to_sparks_dedup(runs: Runs) ->
     s = runs.steps["repeat"]
     assert s.counts() == {"windows": 1, "rows_in": 10, "rows_out": 8, "duplicates": 2, "already_loaded": 0}
     assert s.keys == keys("wrep", A, 0, range(8))
-    assert "two staged files or row groups cover the same offsets of a queue: loading with the general plan" \
+    assert "two staged files or row groups cover the same offsets of a queue: loading with the dedup plan" \
         in s.stderr
-    assert phases(s.stderr)["read"]["plan"] == "spark"
+    assert phases(s.stderr)["read"]["plan"] == "dedup"
     assert list((runs.out("repeat") / LOADS_DIR).iterdir()) == []  # the direct plan's files went with its load
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_spark_read_windows_keep_rows_by_their_claims(runs: Runs) -> None:
+    # the windows of the "dedup" step, read by Spark: the same rows, no shuffle (the general plan)
+    s = runs.steps["by-spark"]
+    assert s.counts() == runs.steps["dedup"].counts()
+    assert s.keys == runs.steps["dedup"].keys
+    p = phases(s.stderr)
+    assert (p["read"]["plan"], p["read"]["duplicates"], p["read"]["files"]) == ("spark", "5", "5")
+    assert float(p["write"]["job_seconds"]) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_windows_sharing_offsets_under_other_tags_are_deduplicated_row_by_row(runs: Runs) -> None:
+    s = runs.steps["tags"]
+    # wt1 staged the even offsets of 0..9, wt2 the odd ones of 4..11: each offset of 0..11 once, from
+    # the window that holds its row, though both windows claim 4..9
+    assert s.counts() == {"windows": 2, "rows_in": 9, "rows_out": 9, "duplicates": 0, "already_loaded": 0}
+    assert s.keys == sorted(keys("wt1", A, 0, range(0, 10, 2)) + keys("wt2", A, 0, range(5, 12, 2)))
+    assert "loading with" not in s.stderr  # no plan tried and gave up: only the dedup plan applies
+    assert phases(s.stderr)["read"]["plan"] == "dedup"
 
 
 @pytest.mark.slow
@@ -429,17 +488,47 @@ def test_staged_rows_outside_their_manifest_ranges_fail_the_load(runs: Runs) -> 
 def test_offsets_handoff_is_read_from_the_brokers_into_the_same_ledger(runs: Runs) -> None:
     s = runs.steps
     assert s["off-staged"].counts()["rows_out"] == 6
-    # queue 0's offsets 0..5 were loaded from staging: only 6..9 and queue 1 come from the broker
-    assert s["off-1"].counts() == {"windows": 1, "rows_in": 20, "rows_out": 14, "duplicates": 0,
-                                   "already_loaded": 6}
+    # queue 0's offsets 0..5 were loaded from staging: only 6..9 and queue 1 are read from the broker, by
+    # the tasks themselves (rows_in counts rows read)
+    assert s["off-1"].counts() == {"windows": 1, "rows_in": 14, "rows_out": 14, "duplicates": 0,
+                                   "already_loaded": 0}
     assert s["off-1"].keys == sorted(keys("ws", A, 0, range(6)) + keys("wo", A, 0, range(6, 10))
                                      + keys("wo", A, 1, range(10)))
+    assert {k: v for k, v in phases(s["off-1"].stderr)["read"].items() if k != "seconds"} == {
+        "plan": "direct", "windows": "1", "files": "0", "rows_read": "14", "already_loaded": "0",
+        "duplicates": "0", "new": "14", "skipped_rows": "0"}
     t = ds.dataset(runs.out("offsets"), format="parquet", partitioning="hive").to_table()
     bodies = {(r["queue_id"], r["queue_offset"]): r["body"] for r in t.to_pylist() if r["window_id"] == "wo"}
     assert bodies[(0, 6)] == "live/0/6" and bodies[(1, 9)] == "live/1/9"
-    # loaded again: every offset is held, so the brokers are not even read (rows_in counts rows read)
+    # the same columns and types as a staged window's rows
+    assert {pq.read_schema(f) for f in ds.dataset(runs.out("offsets"), format="parquet").files} == \
+        {pq.read_schema(next(ds.dataset(runs.out("direct"), format="parquet").files.__iter__()))}
+    # loaded again: every offset is held, so the brokers are not even read
     assert s["off-2"].counts() == {"windows": 1, "rows_in": 0, "rows_out": 0, "duplicates": 0, "already_loaded": 0}
     assert s["off-2"].keys == s["off-1"].keys
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_offsets_handoff_and_staged_window_of_the_same_offsets_in_one_load(runs: Runs, s3: MotoS3) -> None:
+    s = runs.steps["off-mixed"]
+    # wo (first in load order) writes all 20 offsets; ws's 6 staged rows are read and counted as duplicates
+    assert s.counts() == {"windows": 2, "rows_in": 26, "rows_out": 20, "duplicates": 6, "already_loaded": 0}
+    assert s.keys == sorted(keys("wo", A, 0, range(10)) + keys("wo", A, 1, range(10)))
+    assert phases(s.stderr)["read"]["plan"] == "direct"
+    # the same load into an object store
+    on_s3 = runs.steps["off-s3"]
+    assert on_s3.counts() == {"windows": 1, "rows_in": 20, "rows_out": 20, "duplicates": 0, "already_loaded": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_offsets_handoff_with_json_bodies_is_read_by_spark(runs: Runs) -> None:
+    s = runs.steps["off-json"]
+    assert s.counts() == {"windows": 1, "rows_in": 5, "rows_out": 5, "duplicates": 0, "already_loaded": 0}
+    assert phases(s.stderr)["read"]["plan"] == "spark"
+    body_type = ds.dataset(runs.out("offsets-json"), format="parquet", partitioning="hive").schema.field("body").type
+    assert pa.types.is_struct(body_type) and body_type.get_field_index("metadata") >= 0
 
 
 @pytest.mark.slow

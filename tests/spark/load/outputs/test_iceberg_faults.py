@@ -18,7 +18,7 @@ files through pyiceberg's FileIO). Cases, each into its own table, loading one s
 
 and, on the local warehouse, two more loads through the same application: (j) JSON bodies
 (stored as the validated text; an invalid body fails the load before anything is committed) and
-(o) an offsets hand-off read from the embedded broker by the Spark tasks.
+(o) an offsets hand-off read from the embedded broker by the Spark tasks (the direct plan).
 
 After each, W is loaded again (the next DAG run) and the table must hold rows == distinct
 (topic, broker, queue, offset) == every offset of the loaded ranges, as pyiceberg and DuckDB read
@@ -385,7 +385,9 @@ def test_j_json_bodies_are_stored_as_validated_text(matrix: Matrix) -> None:
 
 def test_o_offsets_handoff_is_read_by_spark_tasks_into_the_table(matrix: Matrix) -> None:
     kinds_with("o")
-    assert counts(step(matrix, "iceberg-o-1"))["rows_out"] == 20
+    first = step(matrix, "iceberg-o-1")
+    assert counts(first)["rows_out"] == 20
+    assert "load_window: read: plan=direct " in first["stderr"]  # the tasks read the broker and write the table
     assert counts(step(matrix, "iceberg-o-2"))["rows_out"] == 0
     final = matrix.final[("iceberg", "o")]
     assert final.snapshots == 1 and len(final.keys) == len(set(final.keys)) == 20
