@@ -113,7 +113,11 @@ class EmbeddedProcessCluster(Cluster):
         self.namesrv = f"127.0.0.1:{self.ns_port}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
-        self.start_brokers()
+        try:
+            self.start_brokers()
+        except BaseException:
+            self.stop()  # a broker that never came up (or an interrupt) leaves no process behind
+            raise
 
     def _addrs(self) -> list[str]:
         return [self.namesrv] + [f"127.0.0.1:{self.broker_port + i}" for i in range(self.brokers)]
@@ -210,13 +214,13 @@ def _free_ports(n: int) -> tuple[int, int]:
         socks = []
         try:
             ns = socket.socket()
+            socks.append(ns)  # closed below whether its bind succeeds or not
             ns.bind(("127.0.0.1", 0))
-            socks.append(ns)
             base = ns.getsockname()[1] + 1
             for i in range(n - 1):
                 s = socket.socket()
-                s.bind(("127.0.0.1", base + i))
                 socks.append(s)
+                s.bind(("127.0.0.1", base + i))
             return ns.getsockname()[1], base
         except OSError:
             continue
