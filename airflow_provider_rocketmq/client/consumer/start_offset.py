@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 
 from ..mqclient import MQClient
-from ..protocol.errors import RocketMQError
+from ..protocol.errors import AclDeniedError, RocketMQError
 from ..protocol.names import RETRY_PREFIX
 from ..protocol.queue import MessageQueue
 from .config import ConsumeFromWhere, ConsumerConfig, parse_consume_timestamp
 from .offset_store import ReadOffsetType
-from .ports import RebalanceOffsets
+from .ports import DeniedHook, RebalanceOffsets
 
 log = logging.getLogger(__name__)
 
@@ -18,10 +18,12 @@ log = logging.getLogger(__name__)
 class StartOffsets:
     """The stored offset if there is one, else the consume-from-where rule; -1 if unknown now."""
 
-    def __init__(self, config: ConsumerConfig, client: MQClient, offsets: RebalanceOffsets) -> None:
+    def __init__(self, config: ConsumerConfig, client: MQClient, offsets: RebalanceOffsets,
+                 on_denied: DeniedHook | None = None) -> None:
         self.config = config
         self.client = client
         self.offsets = offsets
+        self.on_denied = on_denied  # an ACL refusal (GET_MAX_OFFSET needs Get on the topic): the consumer fails
 
     async def __call__(self, mq: MessageQueue) -> int:
         last = await self.offsets.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
@@ -41,6 +43,10 @@ class StartOffsets:
                 return await self.client.search_offset(mq, ts)
             # LAST_OFFSET and its deprecated aliases
             return 0 if is_retry else await self.client.max_offset(mq)
+        except AclDeniedError as exc:
+            if self.on_denied is not None:
+                self.on_denied(f"start offset of {mq}", exc)
+            return -1
         except RocketMQError as exc:
             log.warning("cannot compute the start offset of %s: %s", mq, exc)
             return -1
