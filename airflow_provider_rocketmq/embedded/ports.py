@@ -103,10 +103,16 @@ class ClientCalls(Protocol):
 
 
 class RequestVerifier(Protocol):
-    """An ACL mode as the broker's guard uses it before any handler (plain ACL: `acl.AclValidator`)."""
+    """An ACL mode as the broker's guard uses it before any handler (plain ACL 1.0: `acl.AclValidator`,
+    SYSTEM_ERROR refusals; ACL 2.0: `acl2.Acl2Verifier`, NO_PERMISSION refusals)."""
+
+    @property
+    def refusal_code(self) -> int:
+        """The response code of a refusal."""
+        ...
 
     def refusal(self, cmd: RemotingCommand, peer: str) -> str | None:
-        """The remark of the SYSTEM_ERROR answer when ``cmd`` from ``peer`` is refused, else None."""
+        """The remark of the refusal when ``cmd`` from ``peer`` is refused, else None."""
         ...
 
 
