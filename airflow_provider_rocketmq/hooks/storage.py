@@ -1,14 +1,16 @@
-"""fsspec storage options of a Spark load's output, from an Airflow connection (Airflow side).
+"""fsspec storage options of a Spark load's output or staging, from an Airflow connection (Airflow side).
 
 `output_storage_options(output, conn_id)` is what the example DAGs render into
 ``SparkSubmitOperator(env_vars={"ROCKETMQ_OUTPUT_STORAGE_OPTIONS": ...})``: the Spark job
 (spark/load/load_window.py, which imports no Airflow) reads it from its environment and ships it to
-its tasks, so no credential is on the ``spark-submit`` command line *when env_vars reach
-spark-submit as environment* — which the Spark provider does for local and standalone
-masters in client mode. For YARN and Kubernetes masters the Spark provider turns ``env_vars``
-into ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` arguments: there,
-give the cluster its own credentials (instance role, IRSA, workload identity) and keep only
-non-secret options (endpoint, region) in the connection.
+its tasks. For an ``s3://`` staging location the same options, rendered into ``FSSPEC_S3`` (fsspec's
+own configuration), are what the job reads the windows with (dags/rocketmq_s3_to_iceberg.py).
+No credential is on the ``spark-submit`` command line *when env_vars reach spark-submit as
+environment* — which the Spark provider does for local and standalone masters in client mode.
+For YARN and Kubernetes masters the Spark provider turns ``env_vars`` into ``--conf
+spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` arguments: there, give the
+cluster its own credentials (instance role, IRSA, workload identity) and keep only non-secret
+options (endpoint, region) in the connection.
 
 The connection: its ``extra`` (a JSON object) is taken as fsspec storage options as is; for
 ``s3://``/``s3a://`` outputs its login/password become ``key``/``secret``. Every string value

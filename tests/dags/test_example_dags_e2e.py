@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -306,3 +307,59 @@ def test_window_dag_loads_every_message_once_into_an_iceberg_table(demo: Demo, s
     assert snapshot.summary is not None and snapshot.summary.additional_properties["rocketmq.rows"] == "40"
     assert all(t.file.file_path.startswith(f"s3://{bucket}/wh/") for t in table.scan().plan_files())
     assert demo.lag() == 0
+
+
+S3_ICEBERG_DAG_ID = "rocketmq_s3_to_iceberg"
+
+
+def test_readme_dag_stages_on_s3_and_loads_an_iceberg_table(demo: Demo, s3: Any, tmp_path: Path) -> None:
+    """The README's complete DAG (dags/rocketmq_s3_to_iceberg.py), unchanged, under `airflow dags test`:
+    the window is staged on S3 (moto on 127.0.0.1) through the workers' own fsspec configuration; Spark's
+    tasks read it with the ``lake_s3`` connection's credentials and write an Iceberg table (SQL catalog
+    on sqlite, warehouse on the same S3) configured by the ``lake_catalog`` connection; the offsets are
+    committed after the load. Both connections reach the job through ``env_vars`` only: their secrets
+    are in no log, and the rendered ``env_vars`` hold them masked."""
+    from pyiceberg.catalog import load_catalog
+
+    bucket = s3.new_bucket("readme")
+    staging_secret = "st4ging-s3cr3t-only-in-the-environment"
+    catalog_secret = "c4talog-s3cr3t-only-in-the-environment"
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"s3://{bucket}/wh",
+               "s3.endpoint": s3.endpoint, "s3.access-key-id": "AKIDCATALOG", "s3.secret-access-key": catalog_secret,
+               "s3.region": "us-east-1"}
+    worker_s3 = {k: v for k, v in s3.storage_options.items() if k != "skip_instance_cache"}
+    demo.env.update({
+        "AIRFLOW__ROCKETMQ__STAGING_PATH": f"s3://{bucket}/windows",
+        "FSSPEC_S3": json.dumps(worker_s3),  # the Airflow workers' own access to the staging bucket
+        "AIRFLOW_CONN_LAKE_S3": json.dumps({
+            "conn_type": "generic", "login": "AKIDSTAGING", "password": staging_secret,
+            "extra": {"endpoint_url": s3.endpoint, "client_kwargs": {"region_name": "us-east-1"}}}),
+        "AIRFLOW_CONN_LAKE_CATALOG": json.dumps({"conn_type": "generic", "extra": catalog}),
+    })
+    produced = demo.produce(40)
+    conf = {"topic": demo.topic, "consumer_group": demo.group, "table": "iceberg://lake/rocketmq.orders?create=true"}
+    run = demo.airflow("dags", "test", S3_ICEBERG_DAG_ID, "-c", json.dumps(conf))
+    assert run.returncode == 0, tail(run)
+    out = run.stdout + run.stderr
+    assert "rows_in=40 rows_out=40 duplicates=0 already_loaded=0" in out, tail(run)
+    assert staging_secret not in out and catalog_secret not in out
+
+    fs = s3.filesystem()
+    manifests = [p for p in fs.find(f"{bucket}/windows") if p.endswith("/manifest.json")]
+    assert len(manifests) == 1 and read_manifest(f"s3://{manifests[0]}", storage_options=worker_s3).messages == 40
+    moto_catalog = {**catalog, "s3.secret-access-key": "testing", "s3.access-key-id": "testing"}
+    table = load_catalog("lake", **moto_catalog).load_table("rocketmq.orders")
+    loaded = [str(b).encode() for b in table.scan(selected_fields=("body",)).to_arrow().column("body").to_pylist()]
+    assert len(loaded) == len(set(loaded)) == 40 and sorted(loaded) == sorted(produced)
+    assert all(t.file.file_path.startswith(f"s3://{bucket}/wh/") for t in table.scan().plan_files())
+    assert demo.lag() == 0  # committed after the load
+
+    # what the job's environment was rendered from: the connections, their secrets masked
+    rendered = sqlite3.connect(Path(demo.env["AIRFLOW_HOME"]) / "airflow.db").execute(
+        "SELECT rendered_fields FROM rendered_task_instance_fields WHERE dag_id = ? AND task_id = 'load_window'",
+        (S3_ICEBERG_DAG_ID,)).fetchone()[0]
+    env_vars = json.loads(rendered)["env_vars"]
+    staging_options = json.loads(env_vars["FSSPEC_S3"])
+    assert staging_options["endpoint_url"] == s3.endpoint and staging_options["secret"] == "***"
+    catalog_options = json.loads(env_vars["ROCKETMQ_OUTPUT_STORAGE_OPTIONS"])
+    assert catalog_options["warehouse"] == f"s3://{bucket}/wh" and catalog_options["s3.secret-access-key"] == "***"

@@ -81,9 +81,11 @@ def airflow_components(embedded_cluster: Any, tmp_path: Path) -> Iterator[tuple[
     assert migrate.returncode == 0, migrate.stderr[-3000:]
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for component in ("dag-processor", "scheduler", "triggerer"):
-        log = open(tmp_path / f"{component}.log", "wb")  # noqa: SIM115 - closed with the process below
-        procs[component] = subprocess.Popen([AIRFLOW, component], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        # the child holds its own copy of the descriptor: ours is closed as soon as it started
+        with open(tmp_path / f"{component}.log", "wb") as log:
+            procs[component] = subprocess.Popen([AIRFLOW, component], env=env, stdout=log,
+                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                start_new_session=True)
 
     def logs() -> str:
         return "\n".join(f"--- {c} ---\n" + (tmp_path / f"{c}.log").read_text(errors="replace")[-3000:]

@@ -19,6 +19,8 @@ from airflow_provider_rocketmq.client import (
     PushConsumer,
 )
 from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
+from airflow_provider_rocketmq.client.protocol.message import decode_messages
+from airflow_provider_rocketmq.embedded import pull as embedded_pull
 from airflow_provider_rocketmq.window.manifest import read_manifest
 from airflow_provider_rocketmq.window.runner import (
     WINDOW_CONSUMER_DEFAULTS,
@@ -71,6 +73,8 @@ def test_a_two_million_message_window_stays_under_the_memory_cap(tmp_path: Path)
     finally:
         broker.terminate()
         broker.wait(30)
+        if broker.stdout is not None:
+            broker.stdout.close()
 
 
 class SnapshotThenProduce:
@@ -95,25 +99,23 @@ def produce(namesrv: str, topic: str, n: int, start: int = 0) -> None:
             producer.send(Message(topic, b"m%d" % i, tags="T"))
 
 
-def test_the_consumer_never_pulls_past_the_high_water_marks(embedded_cluster: Any, tmp_path: Path) -> None:
+def test_the_consumer_never_pulls_past_the_high_water_marks(embedded_cluster: Any, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     namesrv = embedded_cluster.namesrv_addr
     with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
         admin.create_topic("wt_hwm", queues=4)
         produce(namesrv, "wt_hwm", 40)
         # what the broker served: every pull answer's message offsets, per queue
         served: dict[int, list[int]] = {}
-        pull = embedded_cluster.brokers[0].pull
-        get_messages = pull.get_messages
+        get_messages = embedded_pull.get_messages
 
-        def spy(topic: str, queue_id: int, offset: int, max_nums: int, sub: Any) -> Any:
-            result = get_messages(topic, queue_id, offset, max_nums, sub)
-            if topic == "wt_hwm" and result[4]:
-                from airflow_provider_rocketmq.client.protocol.message import decode_messages
-
-                served.setdefault(queue_id, []).extend(m.queue_offset for m in decode_messages(result[4]))
+        def spy(cq: Any, offset: int, max_nums: int, sub: Any) -> Any:
+            result = get_messages(cq, offset, max_nums, sub)
+            if cq is not None and cq.topic == "wt_hwm" and result[4]:
+                served.setdefault(cq.queue_id, []).extend(m.queue_offset for m in decode_messages(result[4]))
             return result
 
-        pull.get_messages = spy
+        monkeypatch.setattr(embedded_pull, "get_messages", spy)
         consumers: list[PushConsumer] = []
         stats: list[dict[str, Any]] = []
         config = ConsumerConfig(namesrv_addr=namesrv, enable_offset_commit=False, **WINDOW_CONSUMER_DEFAULTS,
@@ -137,14 +139,11 @@ def test_the_consumer_never_pulls_past_the_high_water_marks(embedded_cluster: An
                           assignment_timeout=20)
         result = run_window(spec, snapshot, factory)
         marks = {mq.queue_id: off for mq, off in snapshot.marks.items()}
-        try:
-            assert result.messages == 40 and sum(marks.values()) == 40
-            assert sum(admin.high_water_marks("wt_hwm").values()) == 80  # the 40 later ones are there
-            # nothing at or past a queue's mark was ever served, nor counted as pulled
-            assert {q: max(offs) for q, offs in served.items()} == {q: m - 1 for q, m in marks.items() if m}
-            assert stats[0]["pulled_messages"] == 40
-            manifest = read_manifest(result.manifest)
-            assert {q.queue_id: q.end_offset for q in manifest.queues} == marks
-            assert {mq.queue_id: admin.committed_offset("g_hwm", mq) for mq in snapshot.marks} == marks
-        finally:
-            pull.get_messages = get_messages
+        assert result.messages == 40 and sum(marks.values()) == 40
+        assert sum(admin.high_water_marks("wt_hwm").values()) == 80  # the 40 later ones are there
+        # nothing at or past a queue's mark was ever served, nor counted as pulled
+        assert {q: max(offs) for q, offs in served.items()} == {q: m - 1 for q, m in marks.items() if m}
+        assert stats[0]["pulled_messages"] == 40
+        manifest = read_manifest(result.manifest)
+        assert {q.queue_id: q.end_offset for q in manifest.queues} == marks
+        assert {mq.queue_id: admin.committed_offset("g_hwm", mq) for mq in snapshot.marks} == marks

@@ -1,4 +1,4 @@
-"""Batch listeners (docs/CONTRACTS.md "Wave 2"): once per pulled batch, per-queue offset order,
+"""Batch listeners (client/consumer/consume_batch.py): once per pulled batch, per-queue offset order,
 never concurrently for one queue, one consume thread; success settles a batch, failures go back."""
 
 from __future__ import annotations
