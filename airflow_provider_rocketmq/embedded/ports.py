@@ -88,6 +88,10 @@ class OffsetCommits(Protocol):
         """Store an UPDATE_CONSUMER_OFFSET (``from_pull`` False) or a pull's commitOffset."""
         ...
 
+    def zero_for_uncommitted(self) -> bool:
+        """Whether a never-committed queue that starts at 0 is answered offset 0 (first message in memory)."""
+        ...
+
 
 class ClientCalls(Protocol):
     """Requests the broker sends to its clients (`broker2client.Broker2Client`)."""

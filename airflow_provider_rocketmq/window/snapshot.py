@@ -32,7 +32,7 @@ from airflow_provider_rocketmq.window.manifest import (
 )
 from airflow_provider_rocketmq.window.runner import WindowResult
 from airflow_provider_rocketmq.window.staging import StagingLocation
-from airflow_provider_rocketmq.window.starts import GroupStart, StartAdmin, initial_offset
+from airflow_provider_rocketmq.window.starts import GroupConsumed, GroupStart, StartAdmin, initial_offset
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,9 @@ def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str =
         return WindowResult(str(path), _offsets(manifest), 0, manifest.window_id, reused=True)
     marks = sorted(admin.high_water_marks(spec.topic).items())
     group = GroupStart(spec.consumer_group, spec.consume_from_where, spec.consume_timestamp_ms)
-    ranges = cap_ranges([(initial_offset(admin, group, mq, high), high) for mq, high in marks], spec.max_messages)
+    consumed = GroupConsumed(admin, spec.consumer_group, [mq for mq, _ in marks])
+    ranges = cap_ranges([(initial_offset(admin, group, mq, high, consumed), high) for mq, high in marks],
+                        spec.max_messages)
     queues = [QueueRange(mq.broker_name, mq.queue_id, start, end, high, 0)
               for (mq, high), (start, end) in zip(marks, ranges, strict=True)]
     manifest = WindowManifest(window_id=spec.window_id or new_window_id(), topic=spec.topic,

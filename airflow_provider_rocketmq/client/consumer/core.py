@@ -256,7 +256,8 @@ class ConsumerCore:
             consume = ConcurrentConsumeService(config=cfg, group=self.group, listener=self.listener, life=life,
                                                offsets=offsets, send_back=send_back.send, table=self.table,
                                                stats=stats)
-        start_offset = StartOffsets(cfg, client, offsets, on_denied=self.note_denied)
+        start_offset = StartOffsets(cfg, client, offsets, on_denied=self.note_denied,
+                                    group=self.group if cfg.clustering else None)
 
         def forget(mq: MessageQueue, pq: ProcessQueue) -> None:
             rebalancer.forget(mq, pq)
@@ -464,7 +465,7 @@ class ConsumerCore:
         """Record a request the broker's ACL refused (`PushConsumer.denied`, ``stats()["denied"]``): the
         consumer fails (`fail`)."""
         if self.denied is None or self.denied.reason != err.reason:  # warning: callers raise or report it
-            log.warning("%s refused: %s", what, err)
+            log.warning("%s refused%s: %s", what, "" if self.failure else "; the consumer stops", err)
         self.denied = err
         self.fail(what, err)
 
@@ -478,7 +479,7 @@ class ConsumerCore:
             return
         self.failure = err
         self.life.failed = True
-        log.error("consumer %s failed (%s): %s", self.group, what, err)
+        log.debug("consumer %s failed (%s)", self.group, what)  # the caller logged why (a warning: its owner reports it)
         for callback in list(self.failure_callbacks):
             self._tell(callback, err)
 
