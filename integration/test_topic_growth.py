@@ -29,14 +29,24 @@ LAST = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
 
 
 def produce(cluster: IntegrationCluster, topic: str, per_queue: int, queues: range, tag: str) -> list[bytes]:
-    """``per_queue`` messages into each queue of ``queues`` (of the first broker); their bodies."""
+    """``per_queue`` messages into each queue of ``queues`` (of the first broker), once the broker's
+    high-water marks show them; their bodies. (A real broker acknowledges a send when its commit log holds
+    it and dispatches it to the queue's index a moment later: only then does GET_MAX_OFFSET count it.)"""
     broker = cluster.queues(topic)[0].broker_name
     sent: list[bytes] = []
+    ends: dict[MessageQueue, int] = {}
     with cluster.producer() as producer:
         for q in queues:
             batch = [Message(topic, f"{tag}-{q}-{i}".encode()) for i in range(per_queue)]
-            producer.send_batch(batch, queue=MessageQueue(topic, broker, q))
+            result = producer.send_batch(batch, queue=MessageQueue(topic, broker, q))
+            ends[result.queue] = result.queue_offset + len(batch)
             sent += [m.body for m in batch]
+
+    def dispatched() -> bool:
+        marks = cluster.admin.high_water_marks(topic)
+        return all(marks.get(mq, 0) >= end for mq, end in ends.items())
+
+    wait_until(dispatched, 30, f"the high-water marks of {topic} past the messages sent")
     return sent
 
 
