@@ -27,7 +27,7 @@ from .protocol.admin_bodies import (
 )
 from .protocol.codes import RequestCode, ResponseCode
 from .protocol.command import RemotingCommand
-from .protocol.errors import BrokerError, ConfigError, RouteNotFoundError, SystemError_
+from .protocol.errors import AclDeniedError, BrokerError, ConfigError, RouteNotFoundError, SystemError_
 from .protocol.names import DEFAULT_TOPIC, check_topic, retry_topic
 from .protocol.queue import MessageQueue
 from .route import PERM_READ, PERM_WRITE
@@ -211,7 +211,7 @@ class AsyncAdmin(ClientFacade):
         except RouteNotFoundError:
             pass  # no %RETRY% route: the group never registered
         except BrokerError as exc:
-            if exc.code not in _NO_STATS_CODES:
+            if exc.code not in _NO_STATS_CODES or isinstance(exc, AclDeniedError):
                 raise
             log.info("no consume stats for %s (%s); using offsets", group, exc)
         if topic is None:

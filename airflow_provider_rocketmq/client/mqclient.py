@@ -131,7 +131,7 @@ class MQClient:
         """Like `invoke`, but a response code outside ``ok`` raises the typed BrokerError."""
         resp = await self.invoke(addr, cmd, timeout)
         if resp.code not in tuple(ok):
-            raise broker_error(resp.code, resp.remark, addr=addr)
+            raise broker_error(resp.code, resp.remark, addr=addr, request=cmd)
         return resp
 
     async def oneway(self, addr: str, cmd: RemotingCommand) -> None:

@@ -67,4 +67,5 @@ class PullFrame:
                                                                   subscription))
         cmd = RemotingCommand(RequestCode.PULL_MESSAGE, self.fields(offset, max_nums, sys_flag, 0, sub_version,
                                                                     subscription))
-        return cmd.opaque, conn.start_request(cmd)  # start_request sets the opaque, then the hook signs
+        fut = conn.start_request(cmd)  # sets the opaque, then the hook signs: read it only afterwards
+        return cmd.opaque, fut

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..client.protocol.errors import ConfigError
 from ..embedded.acl import AclConfig, AclValidator
+from ..embedded.acl2 import Acl2Config, load_acl2
 from ..embedded.cluster import EmbeddedCluster
 from ..embedded.faults import parse_offset_faults
 
@@ -41,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acl-file", default=None, metavar="FILE",
                         help="check signatures and permissions with these plain_acl.yml accounts "
                              "(YAML, or JSON with a .json suffix); default: no ACL")
+    parser.add_argument("--acl2-file", default=None, metavar="FILE",
+                        help="ACL 2.0 (as a 5.3 broker with authentication and authorization on): the super user, "
+                             "users and policies in this JSON or YAML file ({super_user: [name, password], users: "
+                             "[...], acls: {user: [...]}}, docs/embedded.md); more with mqadmin createUser/createAcl")
     parser.add_argument("--lock-expiry", type=float, default=60.0,
                         help="seconds an orderly queue lock lives without renewal (default 60, as a real broker)")
     parser.add_argument("--faults", default="",
@@ -79,10 +84,18 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:  # "acl: cannot read ..." -> "--acl-file: cannot read ..."
             detail = str(exc).split(": ", 1)[-1] if exc.field == "acl" else str(exc)
             raise ConfigError("--acl-file", detail) from None
+    acl2: Acl2Config | None = None
+    if getattr(args, "acl2_file", None):
+        if acl is not None:
+            raise ConfigError("--acl2-file", "a broker runs ACL 1.0 (--acl-file) or ACL 2.0 (--acl2-file), not both")
+        try:
+            acl2 = load_acl2(args.acl2_file)
+        except ConfigError as exc:
+            raise ConfigError("--acl2-file", str(exc)) from None
     faults = parse_offset_faults(args.faults, "--faults")
     try:
         cluster = EmbeddedCluster(
-            acl=acl, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir,
+            acl=acl, acl2=acl2, brokers=args.brokers, queues=args.queues, data_dir=args.data_dir,
             time_scale=args.time_scale, host=args.host, namesrv_port=args.port, fsync=args.fsync,
             lock_expiry=args.lock_expiry,
             broker_ports=[args.broker_port + i for i in range(args.brokers)] if args.broker_port else None)

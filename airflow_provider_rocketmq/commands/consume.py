@@ -5,6 +5,13 @@ tags, keys, properties, reconsume_times, body as UTF-8 text or base64 with
 ``body_encoding``); stderr gets a one-line summary. The command stops after
 ``--max-messages`` or after ``--idle-timeout`` seconds without a message.
 
+It commits exactly the offsets of what it printed: the consumer is orderly (each queue in
+offset order, one message per call; clustering members lock their queues on the broker, as
+Java's orderly consumers do), so a queue's offset moves past a message only once it was printed.
+Messages pulled past ``--max-messages`` are suspended, never printed, sent back or committed: the
+next run of the group starts with them. A terminal consumer failure (an ACL refusal) exits 2
+with the broker's reason, after committing what was printed.
+
 When stderr is a terminal, stdout is not (``consume ... > messages.jsonl``) and ``--json`` is not
 given, stderr also shows a live bar (count, bytes, rate), redrawn from the waiting loop.
 """
@@ -21,7 +28,7 @@ import time
 from typing import Any, TextIO
 
 from ..client.config import env_client_options
-from ..client.consumer.config import TIMESTAMP_FORMAT, ConsumeStatus, parse_consume_timestamp
+from ..client.consumer.config import TIMESTAMP_FORMAT, OrderlyStatus, parse_consume_timestamp
 from ..client.consumer.offset_store import OffsetPersistReport
 from ..client.consumer.push import PushConsumer
 from ..client.protocol.errors import ConfigError, RocketMQError
@@ -30,6 +37,7 @@ from ..window.progress import format_bytes, format_seconds
 from . import terminal
 
 UNCOMMITTED = 1  # exit status: consumed, but the final offset commit did not reach the broker
+SUSPEND_PAST_LIMIT = 1.0  # seconds a queue waits before a message past --max-messages is offered again
 
 _FROM = {"first": "CONSUME_FROM_FIRST_OFFSET", "last": "CONSUME_FROM_LAST_OFFSET",
          "timestamp": "CONSUME_FROM_TIMESTAMP"}
@@ -81,9 +89,10 @@ def consumer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--max-messages", f"must be >= 0, got {args.max_messages}")
     if args.idle_timeout < 0:
         raise ConfigError("--idle-timeout", f"must be >= 0, got {args.idle_timeout}")
+    # one message per call and one thread: the listener decides, message by message, what is committed
     options: dict[str, Any] = {"consume_from_where": _FROM[args.from_where],
                                "message_model": args.model.upper(), "consume_thread_min": 1,
-                               "consume_thread_max": 1}
+                               "consume_thread_max": 1, "consume_message_batch_max_size": 1}
     options.update(env_client_options(args.namesrv))  # namesrv, ACL credentials, namespace
     if args.from_where == "timestamp":
         if not args.timestamp:
@@ -96,10 +105,10 @@ def consumer_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class _Printer:
-    """The listener: prints each message as a JSON line, up to ``max_messages`` (0: no limit).
+    """The orderly listener: prints each message as a JSON line, up to ``max_messages`` (0: no limit).
 
-    A batch that would go past the limit is held (not printed past it, not committed) until
-    `release`, once shutdown has persisted the offsets: the group gets it again next time.
+    Past the limit a message is suspended (SUSPEND_CURRENT_QUEUE_A_MOMENT): not printed, not
+    committed, not sent back; the group gets it again next time.
     """
 
     def __init__(self, out: TextIO, max_messages: int) -> None:
@@ -107,28 +116,23 @@ class _Printer:
         self.max_messages = max_messages
         self.count = 0
         self.bytes = 0
-        self.last = time.monotonic()  # when the last batch came
-        self.done = threading.Event()  # the limit is reached
+        self.last = time.monotonic()  # when the last message came
+        self.done = threading.Event()  # the limit is reached, or the consumer failed
         self._lock = threading.Lock()
-        self._release = threading.Event()
 
-    def listener(self, msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
+    def listener(self, msgs: list[MessageExt], ctx: Any) -> OrderlyStatus:
         limit = self.max_messages
         with self._lock:
-            hold = bool(limit) and self.count + len(msgs) > limit
-            for m in msgs[:max(0, limit - self.count)] if hold else msgs:
+            if limit and self.count + len(msgs) > limit:  # one message per call: only past the limit
+                ctx.suspend_current_queue_time = SUSPEND_PAST_LIMIT
+                return OrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            for m in msgs:
                 self._print(m)
             self.out.flush()
             self.last = time.monotonic()
             if limit and self.count >= limit:
                 self.done.set()
-        if hold:
-            self._release.wait()
-            return ConsumeStatus.RECONSUME_LATER
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    def release(self) -> None:
-        self._release.set()
+        return OrderlyStatus.SUCCESS
 
     def _print(self, m: MessageExt) -> None:
         self.out.write(json.dumps(message_json(m), ensure_ascii=False) + "\n")
@@ -141,14 +145,14 @@ def run(args: argparse.Namespace) -> int:
     printer = _Printer(sys.stdout, args.max_messages)
     consumer = PushConsumer(args.group, **options)
     consumer.subscribe(args.topic, args.expression)
-    consumer.register_listener(printer.listener)
+    consumer.register_listener(printer.listener, orderly=True)
     started = time.monotonic()
     # the printed messages are the progress when stdout is the terminal too
     bar = terminal.LiveBar(f"consume {args.topic}") \
         if not args.json and terminal.wanted() and not terminal.wanted(printer.out) else None
     try:
         consumer.start()
-        _wait(printer, bar, started, args)
+        _wait(consumer, printer, bar, started, args)
     except KeyboardInterrupt:
         pass
     finally:
@@ -160,16 +164,17 @@ def run(args: argparse.Namespace) -> int:
             report = consumer.shutdown(timeout=1.0)
         except RocketMQError as exc:
             print(f"warning: shutdown: {exc}", file=sys.stderr)
-        finally:
-            printer.release()
-    if consumer.denied is not None:  # pulls or commits refused by the broker's ACL: an error, no summary
-        raise consumer.denied
+    if consumer.failure is not None:  # an ACL refusal: an error (exit 2), never a summary of nothing
+        raise consumer.failure
     return _summarize(args, printer, report, started)
 
 
-def _wait(printer: _Printer, bar: terminal.LiveBar | None, started: float, args: argparse.Namespace) -> None:
-    """Until the limit is reached or no message came for ``--idle-timeout`` seconds; redraws the bar."""
+def _wait(consumer: PushConsumer, printer: _Printer, bar: terminal.LiveBar | None, started: float,
+          args: argparse.Namespace) -> None:
+    """Until the limit is reached, the consumer failed or no message came for ``--idle-timeout`` seconds;
+    redraws the bar."""
     drawn = 0.0
+    consumer.on_failure(lambda exc: printer.done.set())
     while not printer.done.wait(0.2):  # poll: idleness has no event to wait on
         if bar is not None and time.monotonic() - drawn >= 0.5:  # a redraw costs a few ms
             drawn = time.monotonic()

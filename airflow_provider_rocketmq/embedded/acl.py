@@ -23,7 +23,7 @@ from typing import Any
 
 from ..client.protocol import fastjson
 from ..client.protocol.acl import ACCESS_KEY, SIGNATURE, sign
-from ..client.protocol.codes import RequestCode
+from ..client.protocol.codes import RequestCode, ResponseCode
 from ..client.protocol.command import RemotingCommand
 from ..client.protocol.errors import ConfigError, ProtocolError
 from ..client.protocol.message import java_string_hash
@@ -302,6 +302,8 @@ def signature_matches(cmd: RemotingCommand, secret_key: str) -> bool:
 class AclValidator:
     """The plain ACL mode: checks requests against one `AclConfig` (built once; swap the validator to
     reload). The broker sees it, like any ACL mode, as a `ports.RequestVerifier`."""
+
+    refusal_code = ResponseCode.SYSTEM_ERROR
 
     def __init__(self, config: AclConfig) -> None:
         self.config = config

@@ -27,6 +27,7 @@ from ..client.protocol.names import DEFAULT_TOPIC
 from ..client.protocol.queue import MessageQueue
 from ..client.route import PERM_INHERIT
 from .acl import AclConfig, AclValidator
+from .acl2 import Acl2Config, Acl2Verifier, AuthHandlers, AuthMetadata
 from .admin_handlers import AdminHandlers
 from .bridge import bridged
 from .broker2client import Broker2Client
@@ -79,6 +80,10 @@ class EmbeddedBroker:
         self.offsets = ClientOffsetCommits(self.store_slot, self.faults, self.settings)
         # swapped whole by set_acl (like the real broker reloading plain_acl.yml); read once per request
         self.acl: RequestVerifier | None = AclValidator(self.settings.acl) if self.settings.acl is not None else None
+        # ACL 2.0: users and policies, changed by AUTH_* requests (or `auth`) while the broker runs
+        self.auth: AuthMetadata | None = None
+        if self.settings.acl2 is not None:
+            self.set_acl2(self.settings.acl2)
         self.conns: set[RemotingProtocol] = set()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -89,11 +94,12 @@ class EmbeddedBroker:
         self.send_handlers = SendHandlers(ctx)
         self.client_handlers = ClientHandlers(ctx)
         self.admin_handlers = AdminHandlers(ctx)
+        self.auth_handlers = AuthHandlers(lambda: self.auth)
         self.schedule = ScheduleService(ctx)
         # unknown codes too pass the guard (ACL first, as the real broker's RPC hook runs for every code)
         self.handlers: dict[int, Handler] = _HandlerTable(self._guard(_not_supported))
         for table in (self.pull.handlers(), self.send_handlers.handlers(), self.client_handlers.handlers(),
-                      self.admin_handlers.handlers()):
+                      self.admin_handlers.handlers(), self.auth_handlers.handlers()):
             for code, handler in table.items():
                 self.handlers[code] = self._guard(handler)
 
@@ -200,9 +206,20 @@ class EmbeddedBroker:
                     conn.transport.close()
 
     def set_acl(self, config: AclConfig | None) -> None:
-        """Enable, replace (a plain_acl.yml reload) or disable (None) the ACL, from the next request on."""
+        """Enable, replace (a plain_acl.yml reload) or disable (None) the plain ACL 1.0, from the next request
+        on (ACL 2.0 goes off)."""
         self.acl = AclValidator(config) if config is not None else None
         self.settings.acl = config
+        self.settings.acl2 = self.auth = None
+
+    def set_acl2(self, config: Acl2Config | None) -> None:
+        """Enable ACL 2.0 with ``config``'s users and policies (replacing what AUTH_* requests made), or
+        disable it (None), from the next request on (the plain ACL goes off)."""
+        self.settings.acl2 = config
+        self.auth = AuthMetadata(config) if config is not None else None
+        self.acl = Acl2Verifier(self.auth, self.settings.cluster) if self.auth is not None else None
+        if config is not None:
+            self.settings.acl = None
 
     def _guard(self, handler: Handler) -> Handler:
         """Wrap a handler with the ACL check, fault injection and Java-like answers for bad headers.
@@ -216,7 +233,7 @@ class EmbeddedBroker:
             if acl is not None:  # the real broker's RPC hook runs before any processing
                 refusal = acl.refusal(cmd, conn.peer)
                 if refusal is not None:
-                    return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=refusal)
+                    return cmd.make_response(acl.refusal_code, remark=refusal)
             rule = self.faults.take(cmd.code)
             if rule is not None and rule.action == "respond":
                 return cmd.make_response(rule.response_code, remark=rule.remark)

@@ -108,7 +108,7 @@ class ClientHandlers:
             return cmd.make_response(ResponseCode.SUCCESS, {"offset": str(offset)})
         # A group without a stored offset starts at 0 while the queue still holds its first
         # message (ConsumerManageProcessor); once old messages are gone the client must decide.
-        if store.min_offset(topic, queue_id) <= 0:
+        if store.min_offset(topic, queue_id) <= 0 and self.offsets.zero_for_uncommitted():
             return cmd.make_response(ResponseCode.SUCCESS, {"offset": "0"})
         return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, {},
                                  remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")

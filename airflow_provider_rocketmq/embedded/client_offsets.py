@@ -31,6 +31,11 @@ class ClientOffsetCommits:
             return
         await self._commit(group, topic, queue_id, offset, faults.offset_race)
 
+    def zero_for_uncommitted(self) -> bool:
+        """Whether QUERY_CONSUMER_OFFSET answers 0 for a never-committed queue that starts at 0 (its first
+        message in memory) rather than 22 (``OffsetFaults.first_on_disk``)."""
+        return not self.faults.offsets.first_on_disk
+
     def late(self) -> list[asyncio.Task[None]]:
         """Pull commits not yet applied."""
         return list(self._late)

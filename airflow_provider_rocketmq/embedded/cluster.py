@@ -15,6 +15,7 @@ from ..client.protocol.errors import ConfigError
 from ..client.protocol.message import MessageExt
 from ..client.protocol.names import check_topic
 from .acl import AclConfig
+from .acl2 import Acl2Config, AclEntry, AuthUser
 from .bridge import bridged
 from .broker import EmbeddedBroker
 from .faults import FaultRule, OffsetFaults
@@ -39,7 +40,10 @@ class EmbeddedCluster:
     spreads brokers over several cluster names (``brokers``/``cluster_name`` are
     then ignored). ``acl`` (an `AclConfig`, a plain_acl.yml-shaped mapping or the
     path of such a file) makes every broker check signatures and permissions like
-    a 4.9 broker with ``aclEnable=true`` (see `embedded.acl`).
+    a 4.9 broker with ``aclEnable=true`` (see `embedded.acl`). ``acl2`` (an `Acl2Config`, a mapping
+    or True for a super user ``rocketmq`` / ``12345678`` and nobody else) makes every broker
+    authenticate and authorize like a 5.3 broker with ACL 2.0 (see `embedded.acl2`); users and
+    policies then come from `create_user` / `create_acl` or the AUTH_* requests of ``mqadmin``.
     """
 
     def __init__(self, brokers: int = 1, queues: int = 8, data_dir: str | None = None, time_scale: float = 1.0,
@@ -47,8 +51,12 @@ class EmbeddedCluster:
                  host: str = "127.0.0.1", namesrv_port: int = 0, broker_ports: list[int] | None = None,
                  fsync: bool = False, lock_expiry: float = 60.0, channel_expiry: float = 120.0,
                  auto_create_topic: bool = True,
-                 acl: AclConfig | Mapping[str, object] | str | os.PathLike[str] | None = None) -> None:
+                 acl: AclConfig | Mapping[str, object] | str | os.PathLike[str] | None = None,
+                 acl2: Acl2Config | Mapping[str, Any] | bool | None = None) -> None:
         acl_config = AclConfig.coerce(acl) if acl is not None else None
+        acl2_config = Acl2Config.coerce(acl2) if acl2 not in (None, False) else None
+        if acl_config is not None and acl2_config is not None:
+            raise ConfigError("acl2", "a broker runs ACL 1.0 (acl) or ACL 2.0 (acl2), not both")
         layout = dict(clusters) if clusters is not None else {cluster_name: brokers}
         total = sum(layout.values()) if layout else 0
         if not layout or any(not isinstance(n, int) or n < 1 for n in layout.values()):
@@ -71,7 +79,8 @@ class EmbeddedCluster:
                     name=broker_name(i), cluster=cname, host=host,
                     port=broker_ports[i] if broker_ports else 0, queues=queues, data_dir=data_dir,
                     fsync=fsync, time_scale=time_scale, lock_expiry=lock_expiry,
-                    channel_expiry=channel_expiry, auto_create_topic=auto_create_topic, acl=acl_config)
+                    channel_expiry=channel_expiry, auto_create_topic=auto_create_topic, acl=acl_config,
+                    acl2=acl2_config)
                 self.brokers.append(EmbeddedBroker(settings))
                 i += 1
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -193,6 +202,36 @@ class EmbeddedCluster:
         config = AclConfig.coerce(acl) if acl is not None else None
         for b in self.brokers:
             b.set_acl(config)
+
+    def set_acl2(self, acl2: Acl2Config | Mapping[str, Any] | bool | None) -> None:
+        """Enable ACL 2.0 on every broker with these users and policies (replacing the ones made since),
+        or disable it (None), effective for the next request."""
+        config = Acl2Config.coerce(acl2) if acl2 not in (None, False) else None
+        for b in self.brokers:
+            b.set_acl2(config)
+
+    @bridged
+    async def create_user(self, username: str, password: str, *, user_type: str = "Normal",
+                          status: str = "enable") -> None:
+        """ACL 2.0: add a user on every broker (``mqadmin createUser -c``)."""
+        for b in self._auth_brokers():
+            assert b.auth is not None
+            b.auth.create_user(AuthUser(username, password, user_type, status))
+
+    @bridged
+    async def create_acl(self, username: str, resources: list[str], actions: list[str], decision: str = "Allow",
+                         source_ips: list[str] | None = None) -> None:
+        """ACL 2.0: give ``username`` ``actions`` on ``resources`` (``Topic:T``, ``Group:G``, ``Topic:pre*``,
+        ``*``) on every broker (``mqadmin createAcl -c``); an entry for a listed resource is replaced."""
+        entries = [AclEntry(r, tuple(actions), decision, tuple(source_ips or ())) for r in resources]
+        for b in self._auth_brokers():
+            assert b.auth is not None
+            b.auth.create_acl(f"User:{username}", entries)
+
+    def _auth_brokers(self) -> list[EmbeddedBroker]:
+        if any(b.auth is None for b in self.brokers):
+            raise ConfigError("acl2", "the cluster does not run ACL 2.0 (EmbeddedCluster(acl2=...))")
+        return list(self.brokers)
 
     # -- faults --------------------------------------------------------------------------------
     def _targets(self, broker: str | None) -> list[EmbeddedBroker]:

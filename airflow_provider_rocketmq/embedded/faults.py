@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, fields
+from typing import Any
 
 from ..client.protocol.codes import ResponseCode
 from ..client.protocol.errors import ConfigError
@@ -62,13 +63,25 @@ class OffsetFaults:
     after an UPDATE_CONSUMER_OFFSET the client sent later may already have been applied;
     the older value then overwrites the newer one. Here that commit is applied this long
     after the pull arrived (the pull itself is answered as usual).
+
+    ``first_on_disk`` (a flag): QUERY_CONSUMER_OFFSET of a queue the group never committed answers
+    22 QUERY_NOT_FOUND even when the queue still starts at offset 0. A real broker answers 0 there
+    only while the queue's first message is in memory (4.9.7 ConsumerManageProcessor:
+    ``minOffset <= 0 && !checkInDiskByConsumeOffset(topic, queueId, 0)``; 5.3.3 the same), so a
+    broker that has run a while, or a backlog bigger than its page cache, makes the client decide
+    where such a queue starts (its consume-from rule): the case of queues added to a topic.
     """
 
     offset_race: float = 0.0
     pull_commit_delay: float = 0.0
+    first_on_disk: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.first_on_disk, bool):
+            raise ConfigError("first_on_disk", f"must be true or false, got {self.first_on_disk!r}")
         for f in fields(self):
+            if f.name == "first_on_disk":
+                continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or not 0 <= value <= 60:
@@ -76,11 +89,13 @@ class OffsetFaults:
 
     @property
     def active(self) -> bool:
-        return bool(self.offset_race or self.pull_commit_delay)
+        return bool(self.offset_race or self.pull_commit_delay or self.first_on_disk)
 
 
 # spec name -> (field, value when given without "=S")
-_SPEC_NAMES = {"offset-race": ("offset_race", 0.05), "pull-commit-delay": ("pull_commit_delay", 0.2)}
+_SPEC_NAMES: dict[str, tuple[str, float | bool]] = {
+    "offset-race": ("offset_race", 0.05), "pull-commit-delay": ("pull_commit_delay", 0.2),
+    "first-on-disk": ("first_on_disk", True)}
 
 
 def parse_offset_faults(spec: str, field: str = "faults") -> OffsetFaults:
@@ -88,7 +103,7 @@ def parse_offset_faults(spec: str, field: str = "faults") -> OffsetFaults:
 
     An empty spec means no faults; anything else unknown raises ConfigError naming ``field``.
     """
-    values: dict[str, float] = {}
+    values: dict[str, Any] = {}
     for part in (p.strip() for p in spec.split(",")):
         if not part:
             continue
@@ -98,6 +113,11 @@ def parse_offset_faults(spec: str, field: str = "faults") -> OffsetFaults:
             raise ConfigError(field, f"unknown fault {name!r}; known: {', '.join(sorted(_SPEC_NAMES))} "
                                      "(e.g. offset-race=0.05,pull-commit-delay=0.2)")
         attr, default = _SPEC_NAMES[name]
+        if isinstance(default, bool):
+            if sep and raw.strip().lower() not in ("true", "false", "1", "0"):
+                raise ConfigError(field, f"{name}: {raw.strip()!r} is not true or false")
+            values[attr] = raw.strip().lower() in ("true", "1") if sep else default
+            continue
         try:
             values[attr] = float(raw) if sep else default
         except ValueError:

@@ -88,6 +88,10 @@ class OffsetCommits(Protocol):
         """Store an UPDATE_CONSUMER_OFFSET (``from_pull`` False) or a pull's commitOffset."""
         ...
 
+    def zero_for_uncommitted(self) -> bool:
+        """Whether a never-committed queue that starts at 0 is answered offset 0 (first message in memory)."""
+        ...
+
 
 class ClientCalls(Protocol):
     """Requests the broker sends to its clients (`broker2client.Broker2Client`)."""
@@ -103,10 +107,16 @@ class ClientCalls(Protocol):
 
 
 class RequestVerifier(Protocol):
-    """An ACL mode as the broker's guard uses it before any handler (plain ACL: `acl.AclValidator`)."""
+    """An ACL mode as the broker's guard uses it before any handler (plain ACL 1.0: `acl.AclValidator`,
+    SYSTEM_ERROR refusals; ACL 2.0: `acl2.Acl2Verifier`, NO_PERMISSION refusals)."""
+
+    @property
+    def refusal_code(self) -> int:
+        """The response code of a refusal."""
+        ...
 
     def refusal(self, cmd: RemotingCommand, peer: str) -> str | None:
-        """The remark of the SYSTEM_ERROR answer when ``cmd`` from ``peer`` is refused, else None."""
+        """The remark of the refusal when ``cmd`` from ``peer`` is refused, else None."""
         ...
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .acl import AclConfig
+from .acl2 import Acl2Config
 
 # MessageStoreConfig.messageDelayLevel: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 # (multiplied by BrokerSettings.time_scale)
@@ -32,7 +33,8 @@ class BrokerSettings:
     region: str = "DefaultRegion"
     max_message_size: int = 4 * 1024 * 1024
     retry_max_times: int = 16  # subscription-group default
-    acl: AclConfig | None = None  # plain ACL (aclEnable=true) when set
+    acl: AclConfig | None = None  # plain ACL 1.0 (aclEnable=true) when set
+    acl2: Acl2Config | None = None  # ACL 2.0 (5.x authentication + authorization) when set; wins over acl
 
 
 @dataclass

@@ -12,6 +12,9 @@ What holds, and under which conditions:
   shutdown persists their offsets; a failure there is logged, and those messages are offered
   again to the next reader of the group);
 - if ``apply_function`` raises, the message is not committed and the trigger reports the error;
+- if the broker's ACL refuses a request the consumer needs (heartbeat, rebalance, pull, offset
+  commit...), the wait ends at once with that error (an error event naming the user, the resource
+  and the missing action), never a wait that silently reads nothing;
 - other members of the group (another sensor, a push consumer) share the queues by
   rebalancing, as any consumer of a group does.
 """
@@ -94,7 +97,8 @@ async def wait_for_message(config: ConsumerConfig, group: str, topic: str, expre
     consumer = AsyncPushConsumer(group, config)
     consumer.subscribe(topic, expression)
     consumer.register_listener(listener, orderly=True)
-    await consumer.start()
+    await consumer.start()  # raises a refusal of the first heartbeat itself
+    consumer.on_failure(lambda exc: settle(None, exc))  # a later one (on this loop) ends the wait
     try:
         return await asyncio.shield(found)
     finally:

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow_provider_rocketmq.airflow_compat import BaseEventTrigger, TriggerEvent, default_conn_id
-from airflow_provider_rocketmq.client import ConfigError, MessageQueue, RocketMQError
+from airflow_provider_rocketmq.client import AclDeniedError, ConfigError, MessageQueue, RocketMQError
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 
 WATCHER_SUFFIX = "-watcher"
@@ -63,7 +63,8 @@ class RocketMQWatchTrigger(BaseEventTrigger):
     Event payload: ``{"status": "success", "topic", "consumer_group", "watcher_group",
     "messages": n, "ranges": [{"broker", "queue_id", "start_offset", "end_offset"}, ...]}``
     (``end_offset`` exclusive). Broker errors are logged and retried at the next poll (the
-    topic may not exist yet); a bad connection raises.
+    topic may not exist yet); a bad connection and an ACL refusal (`AclDeniedError`: the user
+    lacks Get on the topic or Sub/Get/Update on a group) raise, ending the trigger.
 
     :param topic: topic to watch.
     :param consumer_group: the group the scheduled DAG consumes with; only read: what it has
@@ -123,7 +124,7 @@ class RocketMQWatchTrigger(BaseEventTrigger):
             while True:
                 try:
                     event = await self._poll(admin)
-                except ConfigError:
+                except (ConfigError, AclDeniedError):
                     raise
                 except RocketMQError as exc:
                     self.log.warning("watching %s: %s; retrying in %.1f s", self.topic, exc,
@@ -161,6 +162,8 @@ class RocketMQWatchTrigger(BaseEventTrigger):
         for mq, start, end in ranges:  # move the position first: a re-created trigger must not fire again
             try:
                 await admin.update_consumer_offset(self.watcher_group, mq, end)
+            except AclDeniedError:
+                raise  # the same answer next time: the watcher would never fire
             except RocketMQError as exc:
                 self.log.warning("could not move %s on %s to %d (signalled later): %s",
                                  self.watcher_group, mq, end, exc)

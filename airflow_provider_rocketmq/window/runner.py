@@ -72,7 +72,9 @@ class WindowAdmin(OffsetAdmin, Protocol):
 
 # register it with `register_window_listener` (a coroutine function: it runs on the consumer's loop)
 Listener = Callable[[ColumnBatch, Any], Awaitable[ConsumeStatus]]
-ConsumerFactory = Callable[[Listener], Any]  # returns a subscribed, not started PushConsumer
+# returns a subscribed, not started PushConsumer (the runner uses on_assignment, on_failure, set_stop_offsets,
+# suspend, resume, start, shutdown)
+ConsumerFactory = Callable[[Listener], Any]
 
 # ConsumerConfig defaults of a window's consumer (overridable): the flow-control cache of the whole
 # topic is bounded (64 MiB), whatever the number of queues (the default bounds each queue to 100 MiB)
@@ -323,6 +325,9 @@ def _consume(spec: WindowSpec, admin: WindowAdmin, consumer_factory: ConsumerFac
     assignment = _Assignment(collector)
     consumer = consumer_factory(_listener(collector, writer))
     try:  # from here on, every way out shuts the consumer down (or returns it to the caller, who does)
+        # a terminal consumer failure (an ACL refusal of its heartbeat, rebalance, pull...) ends the
+        # window with that error: nothing is staged or committed, never an empty "success"
+        consumer.on_failure(collector.fail)
         consumer.on_assignment(assignment)
         # the consumer never pulls a queue past its high-water mark (nor trims a batch after it)
         consumer.set_stop_offsets(dict(hwm_by_mq))

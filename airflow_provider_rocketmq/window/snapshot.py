@@ -33,7 +33,7 @@ from airflow_provider_rocketmq.window.manifest import (
 from airflow_provider_rocketmq.window.reach import reachable_high_water_marks
 from airflow_provider_rocketmq.window.runner import WindowResult
 from airflow_provider_rocketmq.window.staging import StagingLocation
-from airflow_provider_rocketmq.window.starts import GroupStart, StartAdmin, initial_offset
+from airflow_provider_rocketmq.window.starts import GroupConsumed, GroupStart, StartAdmin, initial_offset
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,9 @@ def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str =
     # a broker that does not answer is left out: its queues wait for the next window (window/reach.py)
     marks = sorted(reachable_high_water_marks(admin, spec.topic)[0].items())
     group = GroupStart(spec.consumer_group, spec.consume_from_where, spec.consume_timestamp_ms)
-    ranges = cap_ranges([(initial_offset(admin, group, mq, high), high) for mq, high in marks], spec.max_messages)
+    consumed = GroupConsumed(admin, spec.consumer_group, [mq for mq, _ in marks])
+    ranges = cap_ranges([(initial_offset(admin, group, mq, high, consumed), high) for mq, high in marks],
+                        spec.max_messages)
     queues = [QueueRange(mq.broker_name, mq.queue_id, start, end, high, 0)
               for (mq, high), (start, end) in zip(marks, ranges, strict=True)]
     manifest = WindowManifest(window_id=spec.window_id or new_window_id(), topic=spec.topic,

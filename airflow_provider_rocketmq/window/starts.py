@@ -1,17 +1,20 @@
 """Where a window begins in each queue, asked of the brokers (no Airflow).
 
 A queue's start is the group's committed offset (raised to the queue's min offset when retention
-deleted offsets past it), or, for a queue the group never committed, what ``consume_from_where``
-says: the first offset, the offset of a timestamp, or the high-water mark ("last": a new group
-reading from the last offset has nothing in this window); never past the high-water mark. Its
-floor: below it the offsets are in another window (committed) or gone (min offset). Used by the
-consuming window (`AdminStarts`, the collector's `QueueStarts`) and the offsets snapshot.
+deleted offsets past it); for a queue the group never committed, its min offset when the group has
+consumed from the topic (another queue has a committed offset above 0: the queue was added to the
+topic since, and everything in it is new to the group - the push consumer decides the same, see
+client/consumer/start_offset.py), else what ``consume_from_where`` says: the first offset, the offset
+of a timestamp, or the high-water mark ("last": a new group reading from the last offset has nothing
+in this window); never past the high-water mark. Its floor: below it the offsets are in another window
+(committed) or gone (min offset). Used by the consuming window (`AdminStarts`, the collector's
+`QueueStarts`) and the offsets snapshot.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,8 +44,10 @@ class GroupStart:
     consume_timestamp_ms: int | None = None
 
 
-def initial_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue, high_water: int) -> int:
-    """Where the window's part of ``mq`` begins (see the module docstring)."""
+def initial_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue, high_water: int,
+                   consumed: Callable[[], bool] | None = None) -> int:
+    """Where the window's part of ``mq`` begins (see the module docstring); ``consumed()`` tells whether
+    the group has consumed from the topic (asked only for a queue it never committed)."""
     committed = admin.committed_offset(group.consumer_group, mq)
     low = admin.min_offset(mq)
     if committed >= 0:
@@ -52,6 +57,10 @@ def initial_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue, high_
                         committed, low - 1, low)
         return min(max(committed, low), high_water)
     if group.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return low
+    if consumed is not None and consumed():
+        log.info("%s: no committed offset, but the group consumes the topic (a queue added to it): the window "
+                 "starts at its min offset %d", mq, low)
         return low
     if group.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
         assert group.consume_timestamp_ms is not None
@@ -64,6 +73,20 @@ def floor_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue) -> int:
     return max(admin.committed_offset(group.consumer_group, mq), admin.min_offset(mq))
 
 
+class GroupConsumed:
+    """Whether a group has consumed from a topic: a committed offset above 0 on one of ``queues``
+    (asked once, when first needed)."""
+
+    def __init__(self, admin: StartAdmin, group: str, queues: Iterable[MessageQueue]) -> None:
+        self.admin, self.group, self.queues = admin, group, list(queues)
+        self._answer: bool | None = None
+
+    def __call__(self) -> bool:
+        if self._answer is None:
+            self._answer = any(self.admin.committed_offset(self.group, mq) > 0 for mq in self.queues)
+        return self._answer
+
+
 class AdminStarts:
     """The collector's `QueueStarts` for the queues of one window's snapshot."""
 
@@ -72,10 +95,11 @@ class AdminStarts:
         self.group = group
         self.high_water = dict(high_water)
         self.queues: dict[QueueKey, MessageQueue] = {(mq.broker_name, mq.queue_id): mq for mq in high_water}
+        self.consumed = GroupConsumed(admin, group.consumer_group, high_water)
 
     def initial(self, key: QueueKey) -> int:
         mq = self.queues[key]
-        return initial_offset(self.admin, self.group, mq, self.high_water[mq])
+        return initial_offset(self.admin, self.group, mq, self.high_water[mq], self.consumed)
 
     def floor(self, key: QueueKey) -> int:
         return floor_offset(self.admin, self.group, self.queues[key])

@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,8 @@ def load_accounts(path: str | os.PathLike[str]) -> tuple[Account, ...]:
     return tuple(out)
 
 
-async def real_target(namesrv: str, accounts: tuple[Account, ...] = ()) -> Target:
+async def real_target(namesrv: str, accounts: tuple[Account, ...] = (),
+                      super_user: tuple[str, str] | None = None) -> Target:
     """The first master of the first cluster the name server knows."""
     conn = await Conn.open(namesrv.split(";")[0])
     try:
@@ -66,22 +67,52 @@ async def real_target(namesrv: str, accounts: tuple[Account, ...] = ()) -> Targe
     info = ClusterInfo.from_body(resp.body)
     cluster = min(info.cluster_addr_table)
     name, addr = min(info.master_addrs(cluster).items())
-    return Target("real", namesrv.split(";")[0], addr, name, cluster, accounts)
+    return Target("real", namesrv.split(";")[0], addr, name, cluster, accounts, super_user=super_user)
 
 
 @asynccontextmanager
-async def embedded_target(accounts_file: str | None = None) -> AsyncIterator[Target]:
-    """An embedded cluster on the running loop, configured like the real brokers the cases expect."""
-    from airflow_provider_rocketmq.embedded import EmbeddedCluster
+async def embedded_target(accounts_file: str | None = None,
+                          super_user: tuple[str, str] | None = None) -> AsyncIterator[Target]:
+    """An embedded cluster on the running loop, configured like the real brokers the cases expect: plain ACL
+    with ``accounts_file``, ACL 2.0 with ``super_user``."""
+    from airflow_provider_rocketmq.embedded import Acl2Config, EmbeddedCluster
 
+    acl2 = Acl2Config(super_user=super_user) if super_user is not None else None
     async with EmbeddedCluster(brokers=1, queues=8, time_scale=EMBEDDED_DELAY_SCALE,
-                               acl=accounts_file) as cluster:
+                               acl=accounts_file, acl2=acl2) as cluster:
         b = cluster.brokers[0]
         accounts = load_accounts(accounts_file) if accounts_file else ()
-        yield Target("embedded", cluster.namesrv_addr, b.addr, b.name, b.cluster, accounts, EMBEDDED_DELAY_SCALE)
+        yield Target("embedded", cluster.namesrv_addr, b.addr, b.name, b.cluster, accounts, EMBEDDED_DELAY_SCALE,
+                     super_user)
 
 
-def select(names: Iterable[str] | None = None, *, acl: bool = False) -> list[Case]:
+AclRun = tuple[str, str, "str | None", "tuple[str, str] | None"]  # (mode, name server, plain_acl.yml, super user)
+
+
+def acl_runs(environ: Mapping[str, str]) -> list[AclRun]:
+    """The real brokers the environment names: ROCKETMQ_NAMESRV (no ACL), ROCKETMQ_ACL_NAMESRV +
+    ROCKETMQ_ACL_FILE (ACL 1.0), ROCKETMQ_ACL2_NAMESRV + ROCKETMQ_ACL2_ACCESS_KEY / _SECRET_KEY (ACL 2.0)."""
+    runs: list[AclRun] = []
+    plain = environ.get("ROCKETMQ_NAMESRV", "").strip()
+    if plain:
+        runs.append(("", plain, None, None))
+    acl_ns, acl_file = environ.get("ROCKETMQ_ACL_NAMESRV", "").strip(), environ.get("ROCKETMQ_ACL_FILE", "").strip()
+    if acl_ns and acl_file:
+        runs.append(("plain", acl_ns, acl_file, None))
+    su = acl2_super_user(environ)
+    acl2_ns = environ.get("ROCKETMQ_ACL2_NAMESRV", "").strip()
+    if acl2_ns and su is not None:
+        runs.append(("acl2", acl2_ns, None, su))
+    return runs
+
+
+def acl2_super_user(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    key, secret = environ.get("ROCKETMQ_ACL2_ACCESS_KEY", ""), environ.get("ROCKETMQ_ACL2_SECRET_KEY", "")
+    return (key, secret) if key and secret else None
+
+
+def select(names: Iterable[str] | None = None, *, acl: str = "") -> list[Case]:
+    """The cases of one ACL mode ("", "plain", "acl2"), all or the ``names`` among them."""
     wanted = set(names) if names is not None else None
     return [c for c in CASES.values() if c.acl == acl and (wanted is None or c.name in wanted)]
 
@@ -119,12 +150,16 @@ async def _version(target: Target) -> str:
 
 
 def _admin_key(target: Target) -> tuple[str, str] | None:
+    if target.super_user is not None:
+        return target.super_user
     admin = next((a for a in target.accounts if a.admin), None)
     return (admin.access_key, admin.secret_key) if admin is not None else None
 
 
-def recording_path(version: str, acl: bool = False) -> Path:
-    return RECORDINGS / f"rocketmq-{version}{'-acl' if acl else ''}.json"
+def recording_path(version: str, acl: str = "") -> Path:
+    """``rocketmq-4.9.7.json``; ``-acl`` for the plain ACL cases, ``-acl2`` for the ACL 2.0 ones."""
+    suffix = {"": "", "plain": "-acl", "acl2": "-acl2"}[acl]
+    return RECORDINGS / f"rocketmq-{version}{suffix}.json"
 
 
 def save(path: Path, results: Results, version: str, date: str) -> None:

@@ -41,8 +41,9 @@ class Target:
     broker_addr: str
     broker_name: str
     cluster: str
-    accounts: tuple[Account, ...] = ()  # ACL mode: the accounts of its plain_acl.yml
+    accounts: tuple[Account, ...] = ()  # ACL 1.0 mode: the accounts of its plain_acl.yml
     delay_scale: float = 1.0  # how much faster than real time its delay levels run
+    super_user: tuple[str, str] | None = None  # ACL 2.0 mode: the super user the cases sign with
 
 
 class SetupError(AssertionError):
@@ -56,13 +57,15 @@ CaseFn = Callable[["Session"], Awaitable[None]]
 class Case:
     name: str
     fn: CaseFn
-    acl: bool
+    acl: str  # "" (no ACL), "plain" (ACL 1.0, plain_acl.yml) or "acl2" (ACL 2.0 users and policies)
 
 
 CASES: dict[str, Case] = {}
+ACL_MODES = ("", "plain", "acl2")
 
 
-def case(name: str, *, acl: bool = False) -> Callable[[CaseFn], CaseFn]:
+def case(name: str, *, acl: str = "") -> Callable[[CaseFn], CaseFn]:
+    assert acl in ACL_MODES, acl
     def register(fn: CaseFn) -> CaseFn:
         assert name not in CASES, name
         CASES[name] = Case(name, fn, acl)

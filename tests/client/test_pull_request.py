@@ -22,3 +22,35 @@ def test_rendered_pull_frame_equals_the_command_encoding(const: dict[str, str], 
         cmd.opaque = 2**31 - 1
         assert frame.render(cmd.opaque, *numbers, subscription) == cmd.encode()
         assert decode_frame(cmd.encode()).ext == cmd.ext_fields
+
+
+async def test_a_signed_pull_is_answered_under_the_opaque_start_returns() -> None:
+    """On a connection with the ACL hook the command is sent, not the rendered frame: the opaque returned
+    must be the one the request went out with (the consumer tracks and forgets its long polls by it)."""
+    import asyncio
+
+    from airflow_provider_rocketmq.client.connection import open_connection
+    from airflow_provider_rocketmq.client.protocol.acl import AclHook
+
+    from .peer import ScriptedPeer
+
+    release = asyncio.Event()
+
+    async def parked(conn: object, cmd: RemotingCommand) -> RemotingCommand:
+        await release.wait()  # a long poll: both pulls are in flight together
+        return cmd.make_response(19, {"nextBeginOffset": "0"})
+
+    async with ScriptedPeer({11: parked}) as peer:
+        conn = await open_connection(peer.addr, rpc_hook=AclHook("ak_123456", "sk_123456"))
+        try:
+            frame = PullFrame({"consumerGroup": "g", "topic": "T", "queueId": "0", "suspendTimeoutMillis": "1",
+                               "expressionType": "TAG", "bname": "broker-a"})
+            (o1, f1), (o2, f2) = frame.start(conn, 0, 32, 2, 1, None), frame.start(conn, 5, 32, 2, 1, None)
+            await peer.wait_received(2)
+            assert o1 != o2 and [c.opaque for c in peer.received] == [o1, o2]
+            assert all(c.ext["AccessKey"] == "ak_123456" and "Signature" in c.ext for c in peer.received)
+            conn.forget(o1)  # stop waiting for the first: the second is still answered
+            release.set()
+            assert (await asyncio.wait_for(f2, 5)).code == 19 and not f1.done()
+        finally:
+            await conn.close()

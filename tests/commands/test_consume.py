@@ -108,3 +108,55 @@ def test_consume_exits_non_zero_naming_the_queues_whose_offsets_were_not_committ
     assert len(proc.stdout.splitlines()) == 3 and proc.returncode == 0
     summary = json.loads(proc.stderr.splitlines()[-1])
     assert summary["offsets_committed"] is True and "uncommitted" not in summary
+
+
+def test_max_messages_commits_exactly_what_was_printed_and_the_next_run_continues(cluster: TestCluster) -> None:
+    """About 35 messages per queue: more than one pulled batch (32), so the limit falls inside a batch;
+    every run prints 10, commits exactly those, and the next run starts right after them."""
+    topic, group = "CliExact", "g_cli_exact"
+    cluster.create_topic(topic, 2)
+    cluster.fill(topic, 70)
+    everything = {(m.queue_id, m.queue_offset) for m in cluster.read_all(topic)}
+    assert len(everything) == 70 and min(o for _, o in everything) == 0
+    printed: list[tuple[int, int]] = []
+    for run in range(1, 4):
+        proc = _cli("consume", "--namesrv", cluster.namesrv_addr, "--group", group, "--topic", topic,
+                    "--from", "first", "--max-messages", "10", "--idle-timeout", "20")
+        assert proc.returncode == 0, proc.stderr
+        lines = [json.loads(x) for x in proc.stdout.splitlines()]
+        got = [(x["queue_id"], x["queue_offset"]) for x in lines]
+        assert len(got) == 10 and not set(got) & set(printed), (run, got)  # nothing printed twice
+        printed += got
+        # per queue, the committed offset is one past the last message printed from it (or where it began)
+        committed = {mq.queue_id: off for mq, off in cluster.committed(group, topic).items()}
+        for q in range(2):
+            mine = sorted(o for qq, o in printed if qq == q)
+            assert mine == list(range(len(mine))), (run, q, mine)  # each queue printed in order, no hole
+            assert committed.get(q, -1) in ((len(mine),) if mine else (-1, 0)), (run, q, committed)
+    rest = _cli("consume", "--namesrv", cluster.namesrv_addr, "--group", group, "--topic", topic,
+                "--idle-timeout", "3")
+    assert rest.returncode == 0, rest.stderr
+    printed += [(x["queue_id"], x["queue_offset"]) for x in map(json.loads, rest.stdout.splitlines())]
+    assert sorted(printed) == sorted(everything)  # every message once over the four runs
+    # nothing went through the retry topic: no message past the limit was sent back
+    assert all(x["reconsume_times"] == 0 for x in map(json.loads, rest.stdout.splitlines()))
+
+
+def test_a_pull_refused_by_the_acl_ends_consume_at_once_with_exit_2(cluster: TestCluster) -> None:
+    """The refusal comes after start (the heartbeat was accepted): consume stops at once - not after its idle
+    timeout - exits 2 naming the user, the group and the missing action, and commits nothing it did not print."""
+    topic, group = "CliRefused", "g_cli_refused"
+    cluster.create_topic(topic, 1)
+    cluster.fill(topic, 5)
+    cluster.embedded.brokers[0].faults.respond(
+        11, 16, f"User:app has no permission to access Group:{group} from 127.0.0.1, no matched policies.")
+    try:
+        proc = _cli("consume", "--namesrv", cluster.namesrv_addr, "--group", group, "--topic", topic,
+                    "--from", "first", "--idle-timeout", "120", "--json", timeout=60)
+    finally:
+        cluster.embedded.clear_faults()
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and f"user app lacks Sub on Group:{group} (PULL_MESSAGE)" in lines[0], proc.stderr
+    assert "offsets_committed" not in proc.stderr
+    assert set(cluster.committed(group, topic).values()) <= {-1, 0}

@@ -101,3 +101,18 @@ def test_a_staging_window_with_no_commit_is_committed_by_window_commit(
     code, out, err = _cli(capsys, cluster, "window-commit", str(staging))
     assert code == 0 and out.count("committed ") == 2, err
     assert _lag(cluster) == 0
+
+
+def test_a_pull_refused_by_the_acl_fails_the_window_at_once(cluster: EmbeddedCluster, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The heartbeat passes, every pull is refused (a 5.x broker's answer): the window ends with the
+    refusal - exit 2, no manifest, nothing committed - rather than staging nothing after its idle timeout."""
+    cluster.brokers[0].faults.respond(
+        11, 16, f"User:etl has no permission to access Group:{GROUP} from 127.0.0.1, the decision is deny.")
+    staging = tmp_path / "refused"
+    code, out, err = _cli(capsys, cluster, "window", "--group", GROUP, "--topic", TOPIC, "--staging", str(staging),
+                          "--idle-timeout", "600", "--assignment-timeout", "600", "--json")
+    assert code == 2 and out == "", err
+    assert "access denied by broker" in err and f"user etl lacks Sub on Group:{GROUP} (PULL_MESSAGE)" in err
+    assert not (staging / "manifest.json").exists()
+    assert _lag(cluster) == 30

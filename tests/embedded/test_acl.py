@@ -155,7 +155,10 @@ def test_send_credentials(acl_cluster: EmbeddedCluster, creds: dict[str, str], r
             producer.send(Message("AclOrders", b"refused"))
     err = info.value
     assert (err.code, err.remark, err.reason) == (1, remark(reason), reason)
-    assert str(err) == f"access denied by broker {acl_cluster.brokers[0].addr} (ACL): {reason}"
+    who = "user producer_ak was not authenticated" if creds.get("access_key") == "producer_ak" else \
+        "user nobody_ak was not authenticated" if creds else "a request without credentials was refused"
+    assert str(err) == f"access denied by broker {acl_cluster.brokers[0].addr} (ACL 1.0): {who} (SEND_MESSAGE_V2): " \
+        f"{reason}"
     assert len(acl_cluster.messages("AclOrders")) == before  # refused before anything was stored
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, MessageQueue, Producer
 from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster, OffsetFaults, parse_offset_faults
 
@@ -73,12 +74,32 @@ def test_fault_specs_parse_and_bad_ones_name_the_field() -> None:
     assert parse_offset_faults("") == OffsetFaults()
     assert parse_offset_faults("offset-race, pull-commit-delay") == OffsetFaults(0.05, 0.2)
     assert parse_offset_faults("offset-race=0.5") == OffsetFaults(offset_race=0.5)
+    assert parse_offset_faults("first-on-disk") == OffsetFaults(first_on_disk=True)
+    assert parse_offset_faults("first-on-disk=false, offset-race=0.5") == OffsetFaults(offset_race=0.5)
     for spec, text in (("offset-rase=1", "unknown fault 'offset-rase'"),
                        ("pull-commit-delay=soon", "'soon' is not a number"),
+                       ("first-on-disk=maybe", "'maybe' is not true or false"),
                        ("offset-race=-1", "[0, 60]"), ("offset-race=nan", "[0, 60]")):
         with pytest.raises(ConfigError) as err:
             parse_offset_faults(spec, "ROCKETMQ_EMBEDDED_FAULTS")
         assert err.value.field == "ROCKETMQ_EMBEDDED_FAULTS" and text in str(err.value)
+    with pytest.raises(ConfigError, match="first_on_disk: must be true or false"):
+        OffsetFaults(first_on_disk=1)  # type: ignore[arg-type]
+
+
+def test_first_on_disk_answers_no_offset_for_a_never_committed_queue(
+        embedded_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    cluster = embedded_cluster_factory(queues=1)
+    cluster.create_topic("Disk", 1)
+    mq = MessageQueue("Disk", "broker-a", 0)
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr)) as producer:
+        producer.send(Message("Disk", b"x"), queue=mq)
+    with Admin(ClientConfig(namesrv_addr=cluster.namesrv_addr)) as admin:
+        assert admin.committed_offset("g_disk", mq) == 0  # the queue's first message is "in memory"
+        cluster.set_offset_faults(OffsetFaults(first_on_disk=True))
+        assert admin.committed_offset("g_disk", mq) == -1  # QUERY_NOT_FOUND: the client decides
+        admin.update_consumer_offset("g_disk", mq, 0)
+        assert admin.committed_offset("g_disk", mq) == 0  # a committed 0 is answered as such
 
 
 def test_broker_command_rejects_a_bad_faults_option() -> None:

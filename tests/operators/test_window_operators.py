@@ -401,3 +401,25 @@ def test_on_kill_shuts_the_consumer_down_promptly_and_commits_nothing(rmq: Any, 
     # the next attempt stages everything
     again = window_op(topic="wt_kill", consumer_group="g_kill", staging_path=str(tmp_path / "w2"))
     assert again.execute(context("r2"))["messages"] == 12
+
+
+def test_window_operator_fails_when_the_acl_refuses_the_group(embedded_cluster_factory: Any, airflow_conn: Any,
+                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 5.x user without Sub on the group: the task fails naming the user, group and action; nothing is
+    staged or committed (before, the window waited for an assignment and staged 0 messages)."""
+    cluster = embedded_cluster_factory(queues=2, acl2={
+        "users": [{"username": "etl", "password": "etl_secret"}],
+        "acls": {"etl": [{"resource": "Topic:wt_acl", "actions": ["Sub", "Get"]}]}})
+    cluster.create_topic("wt_acl", 2)
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr, access_key="rocketmq",
+                               secret_key="12345678")) as producer:
+        for i in range(10):
+            producer.send(Message("wt_acl", b"m%d" % i))
+    monkeypatch.setenv("AIRFLOW__ROCKETMQ__STAGING_PATH", str(tmp_path / "staging"))
+    from airflow_provider_rocketmq.client import AclDeniedError
+
+    with airflow_conn("rocketmq_default", host=cluster.namesrv_addr, login="etl", password="etl_secret"), \
+            pytest.raises(AclDeniedError, match=r"user etl lacks Sub on Group:g_acl \(HEART_BEAT\)"):
+        window_op(topic="wt_acl", consumer_group="g_acl").execute(context("r_acl"))
+    assert not list((tmp_path / "staging").rglob("manifest.json"))
+    assert set(cluster.committed_offsets("g_acl", "wt_acl").values()) <= {-1, 0}

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_rocketmq.client import (
+    AclDeniedError,
     Admin,
     ClientConfig,
     ConsumeStatus,
@@ -223,3 +224,46 @@ def test_await_sensor_defers_to_its_trigger(rmq: Any) -> None:
         RocketMQAwaitMessageSensor(task_id="s", topic="t", consumer_group="g", apply_function=f"{HERE}.gone")\
             .execute({})
     assert err.value.field == "apply_function"
+
+
+ACL2_USERS = {"users": [{"username": "nogroup", "password": "nogroup_secret"},
+                        {"username": "reader", "password": "reader_secret"}],
+              "acls": {"nogroup": [{"resource": "Topic:pa_acl", "actions": ["Sub", "Get"]}],
+                       "reader": [{"resource": "Topic:pa_acl", "actions": ["Sub", "Get"]},
+                                  {"resource": "Group:g_acl", "actions": ["Sub", "Get", "Update"]}]}}
+
+
+@pytest.fixture
+def acl2_rmq(embedded_cluster_factory: Any, airflow_conn: Any) -> Iterator[Any]:
+    cluster = embedded_cluster_factory(queues=2, acl2=ACL2_USERS)
+    cluster.create_topic("pa_acl", 2)
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr, access_key="rocketmq",
+                               secret_key="12345678")) as producer:
+        producer.send(Message("pa_acl", b"noise"))
+    with airflow_conn("rmq_nogroup", host=cluster.namesrv_addr, login="nogroup", password="nogroup_secret"), \
+            airflow_conn("rmq_reader", host=cluster.namesrv_addr, login="reader", password="reader_secret"):
+        yield cluster
+
+
+def test_await_sensor_fails_when_the_acl_refuses_the_group(acl2_rmq: Any) -> None:
+    sensor = RocketMQAwaitMessageSensor(task_id="s", topic="pa_acl", consumer_group="g_acl",
+                                        apply_function=f"{HERE}.first_order", deferrable=False, timeout=60,
+                                        rocketmq_conn_id="rmq_nogroup")
+    with pytest.raises(AclDeniedError, match="user nogroup lacks Sub on Group:g_acl"):
+        sensor.execute({})
+
+
+async def test_await_trigger_ends_with_an_error_event_when_a_pull_is_refused(acl2_rmq: Any) -> None:
+    """The refusal comes after the consumer started: the trigger does not wait on, it reports the error."""
+    acl2_rmq.brokers[0].faults.respond(
+        11, 16, "User:reader has no permission to access Group:g_acl from 127.0.0.1, the decision is deny.")
+    trigger = RocketMQAwaitMessageTrigger(topic="pa_acl", consumer_group="g_acl",
+                                          apply_function=f"{HERE}.first_order", rocketmq_conn_id="rmq_reader")
+    event = await asyncio.wait_for(trigger.run().__anext__(), 30)
+    assert event.payload["status"] == "error"
+    assert "AclDeniedError" in event.payload["message"]
+    assert "user reader lacks Sub on Group:g_acl (PULL_MESSAGE)" in event.payload["message"]
+    sensor = RocketMQAwaitMessageSensor(task_id="s", topic="pa_acl", consumer_group="g_acl",
+                                        apply_function=f"{HERE}.first_order", rocketmq_conn_id="rmq_reader")
+    with pytest.raises(RocketMQError, match="lacks Sub on Group:g_acl"):
+        sensor.execute_complete({}, event.payload)  # the deferred task fails with it

@@ -171,3 +171,27 @@ def test_watch_trigger_parameters() -> None:
         with pytest.raises(ConfigError) as err:
             RocketMQWatchTrigger(**{"topic": "T", "consumer_group": "G", **bad})
         assert err.value.field == field
+
+
+@pytest.mark.parametrize("acls,refused", [
+    # no Get on the topic: its high-water marks are refused
+    ([{"resource": "Group:*", "actions": ["Sub", "Get", "Update"]}], "lacks Get on Topic:ww_acl (GET_MAX_OFFSET)"),
+    # reads allowed, but the watcher group's position may not move: it would never fire
+    ([{"resource": "Topic:ww_acl", "actions": ["Sub", "Get"]}, {"resource": "Group:*", "actions": ["Get"]}],
+     "lacks Sub or Update on Group:g_acl-watcher (UPDATE_CONSUMER_OFFSET)"),
+], ids=["high-water-marks", "position-update"])
+async def test_an_acl_refusal_ends_the_watcher_with_the_error(embedded_cluster_factory: Any, airflow_conn: Any,
+                                                              acls: list[dict[str, Any]], refused: str) -> None:
+    from airflow_provider_rocketmq.client import AclDeniedError
+
+    cluster = embedded_cluster_factory(queues=2, acl2={"users": [{"username": "watcher", "password": "watch_pw"}],
+                                                       "acls": {"watcher": acls}})
+    cluster.create_topic("ww_acl", 2)
+    with Producer(ClientConfig(namesrv_addr=cluster.namesrv_addr, access_key="rocketmq",
+                               secret_key="12345678")) as producer:
+        producer.send(Message("ww_acl", b"m"))
+    with airflow_conn("rmq_watcher", host=cluster.namesrv_addr, login="watcher", password="watch_pw"):
+        trigger = RocketMQWatchTrigger(topic="ww_acl", consumer_group="g_acl", poll_interval=POLL,
+                                       rocketmq_conn_id="rmq_watcher")
+        with pytest.raises(AclDeniedError, match=refused.replace("(", r"\(").replace(")", r"\)")):
+            await next_event(trigger, 20)

@@ -58,6 +58,9 @@ class FakeConsumer:
     def on_assignment(self, callback: Any) -> None:
         self.callback = callback
 
+    def on_failure(self, callback: Any) -> None:
+        self.failure_callback = callback
+
     def suspend(self) -> None:
         pass
 

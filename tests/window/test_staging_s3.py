@@ -58,6 +58,9 @@ class Consumer:
     def on_assignment(self, callback: Any) -> None:
         self.callback = callback
 
+    def on_failure(self, callback: Any) -> None:
+        self.failure_callback = callback
+
     def set_stop_offsets(self, offsets: Any) -> None:
         pass
 

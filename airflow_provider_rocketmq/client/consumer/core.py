@@ -63,6 +63,7 @@ RENEW_DELAY_MAX = 1.0
 ROUTE_REFRESH_MIN_INTERVAL = 1.0  # at most this often outside poll_name_server_interval
 
 ConsumeService = ConcurrentConsumeService | OrderlyConsumeService | BatchConsumeService
+FailureCallback = Callable[[RocketMQError], Any]
 
 
 def check_group(group: str) -> None:
@@ -116,6 +117,8 @@ class ConsumerCore:
         self.started_at = 0.0
         self.consume_stats = ConsumeStatsTable()  # restarted by start(): figures count from there
         self.denied: AclDeniedError | None = None  # the last request the broker's ACL refused
+        self.failure: RocketMQError | None = None  # the terminal failure (the first ACL refusal)
+        self.failure_callbacks: list[FailureCallback] = []
         self.final_persist: OffsetPersistReport | None = None  # what shutdown() committed
         self._renewing: set[str] = set()  # brokers a renew task is running for
         self._routes_refreshed = 0.0
@@ -193,7 +196,8 @@ class ConsumerCore:
             await client.start()
             offsets: OffsetStore
             if cfg.clustering:
-                offsets = RemoteBrokerOffsetStore(client, self.group, enable_commit=cfg.enable_offset_commit)
+                offsets = RemoteBrokerOffsetStore(client, self.group, enable_commit=cfg.enable_offset_commit,
+                                                  on_denied=self.note_denied)
                 rt = cfg.with_namespace(retry_topic(self.group))
                 self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
             else:
@@ -210,8 +214,9 @@ class ConsumerCore:
                 await client.get_route(topic)
             except RocketMQError as exc:  # %RETRY% has no route before the first heartbeat
                 log.info("no route yet for %s: %s", topic, exc)
-        if not await self.send_heartbeat() and self.denied is not None:
-            raise self.denied  # no broker took the heartbeat and the ACL refused it: it will not change
+        await self.send_heartbeat()
+        if self.failure is not None:
+            raise self.failure  # a broker's ACL refused the heartbeat: it will not change
         self.started_at = time.time()
         self.life.advance(ConsumerState.RUNNING)
         parts = self.parts
@@ -232,10 +237,10 @@ class ConsumerCore:
         cfg = self.config
         life = self.life
         stats = self.consume_stats = ConsumeStatsTable()
-        send_back = SendBack(cfg, client, self.group, self.orderly)
+        send_back = SendBack(cfg, client, self.group, self.orderly, on_denied=self.note_denied)
         locks = None
         if self.orderly and cfg.clustering:
-            locks = QueueLocks(client, client.client_id, self.ns_group, self.table, life)
+            locks = QueueLocks(client, client.client_id, self.ns_group, self.table, life, on_denied=self.note_denied)
         consume: ConsumeService
         if self.batch_listener is not None:
             consume = BatchConsumeService(config=cfg, group=self.group, listener=self.batch_listener[0],
@@ -251,7 +256,8 @@ class ConsumerCore:
             consume = ConcurrentConsumeService(config=cfg, group=self.group, listener=self.listener, life=life,
                                                offsets=offsets, send_back=send_back.send, table=self.table,
                                                stats=stats)
-        start_offset = StartOffsets(cfg, client, offsets)
+        start_offset = StartOffsets(cfg, client, offsets, on_denied=self.note_denied,
+                                    group=self.group if cfg.clustering else None)
 
         def forget(mq: MessageQueue, pq: ProcessQueue) -> None:
             rebalancer.forget(mq, pq)
@@ -358,10 +364,14 @@ class ConsumerCore:
             self.parts.rebalancer.wake()
 
     async def rebalance_now(self) -> bool:
-        return await self._running().rebalancer.do_rebalance()
+        try:
+            return await self._running().rebalancer.do_rebalance()
+        except AclDeniedError as exc:
+            self.note_denied("rebalance", exc)
+            raise
 
     async def persist_offsets(self) -> None:
-        await self._running().offsets.persist_all(list(self.table))
+        await self._running().offsets.persist_all(list(self.table))  # refusals go to note_denied
 
     def heartbeat_data(self) -> dict[str, Any]:
         return {
@@ -452,10 +462,39 @@ class ConsumerCore:
             self.limits.bytes = max(1, cfg.pull_threshold_size_for_topic // n) * 1024 * 1024
 
     def note_denied(self, what: str, err: AclDeniedError) -> None:
-        """Record a request the broker's ACL refused (`PushConsumer.denied`, ``stats()["denied"]``)."""
+        """Record a request the broker's ACL refused (`PushConsumer.denied`, ``stats()["denied"]``): the
+        consumer fails (`fail`)."""
         if self.denied is None or self.denied.reason != err.reason:  # warning: callers raise or report it
-            log.warning("%s refused: %s", what, err)
+            log.warning("%s refused%s: %s", what, "" if self.failure else "; the consumer stops", err)
         self.denied = err
+        self.fail(what, err)
+
+    def fail(self, what: str, err: RocketMQError) -> None:
+        """A terminal failure: no new pull or rebalance from now on; the callbacks hear it once.
+
+        What was consumed before it is still committed by `shutdown` (its offsets were read); the
+        caller is expected to shut the consumer down and report ``err``.
+        """
+        if self.failure is not None:
+            return
+        self.failure = err
+        self.life.failed = True
+        log.debug("consumer %s failed (%s)", self.group, what)  # the caller logged why (a warning: its owner reports it)
+        for callback in list(self.failure_callbacks):
+            self._tell(callback, err)
+
+    def on_failure(self, callback: FailureCallback) -> None:
+        """``callback(error)`` once, on the consumer's loop, at its terminal failure (at once if it failed)."""
+        self.failure_callbacks.append(callback)
+        if self.failure is not None:
+            self._tell(callback, self.failure)
+
+    @staticmethod
+    def _tell(callback: FailureCallback, err: RocketMQError) -> None:
+        try:
+            callback(err)
+        except Exception:  # a user callback must not hide the failure from the others
+            log.exception("on_failure callback failed")
 
     # -- broker requests (ports.BrokerRequests) -------------------------------------------------
     def owns_group(self, group: str | None) -> bool:

@@ -50,12 +50,13 @@ _NEXT: dict[ConsumerState, frozenset[ConsumerState]] = {
 class Lifecycle:
     """State of one consumer plus the two flags every loop checks (plain attributes: hot path)."""
 
-    __slots__ = ("closing", "paused", "state")
+    __slots__ = ("closing", "failed", "paused", "state")
 
     def __init__(self) -> None:
         self.state = ConsumerState.CREATED
         self.closing = False  # STOPPING or SHUTDOWN: no new pull, lock or consume work starts
         self.paused = False  # suspend(): pulls wait, rebalancing stops
+        self.failed = False  # a terminal failure (an ACL refusal): no new pull or rebalance; resume() keeps it
 
     def advance(self, to: ConsumerState) -> None:
         if to not in _NEXT[self.state]:

@@ -17,10 +17,10 @@ import time
 from ..mqclient import MQClient
 from ..protocol.codes import RequestCode
 from ..protocol.command import RemotingCommand
-from ..protocol.errors import RocketMQError
+from ..protocol.errors import AclDeniedError, RocketMQError
 from ..protocol.queue import MessageQueue
 from .lifecycle import Lifecycle
-from .ports import OwnedQueues
+from .ports import DeniedHook, OwnedQueues
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +30,14 @@ LOCK_TIMEOUT = 1.0  # Java: 1000 ms for LOCK/UNLOCK_BATCH_MQ
 class QueueLocks:
     """Locks, renewals and unlocks of one consumer's queues on their master brokers."""
 
-    def __init__(self, client: MQClient, client_id: str, group: str, table: OwnedQueues, life: Lifecycle) -> None:
+    def __init__(self, client: MQClient, client_id: str, group: str, table: OwnedQueues, life: Lifecycle,
+                 on_denied: DeniedHook | None = None) -> None:
         self.client = client
         self.client_id = client_id
         self.group = group  # namespaced
         self.table = table
         self.life = life
+        self.on_denied = on_denied  # an ACL refusal: the consumer fails
         # Every queue this client ever asked the broker to lock. A request may be granted while
         # its caller is cancelled or gone (shutdown, a failed start offset), so the final UNLOCK
         # covers all of them; the broker only releases locks held by this client id.
@@ -69,6 +71,10 @@ class QueueLocks:
                 RequestCode.LOCK_BATCH_MQ, None, self._body(mqs)), LOCK_TIMEOUT)
             data = json.loads(resp.body or b"{}")
             return {MessageQueue.from_json(o) for o in data.get("lockOKMQSet") or []}
+        except AclDeniedError as exc:
+            if self.on_denied is not None:
+                self.on_denied(f"LOCK_BATCH_MQ on {broker}", exc)
+            return None
         except (RocketMQError, ValueError) as exc:
             log.warning("LOCK_BATCH_MQ of %d queue(s) on %s failed: %s", len(mqs), broker, exc)
             return None

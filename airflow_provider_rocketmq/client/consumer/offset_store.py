@@ -24,7 +24,7 @@ import asyncio
 import enum
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -93,12 +93,16 @@ class OffsetClient(Protocol):
                                      attempts: int | None = None) -> None: ...
 
 
+DeniedHook = Callable[[str, AclDeniedError], None]  # (what was refused, the broker's ACL error)
+
+
 class OffsetStore:
     """In-memory table shared by both stores; subclasses say how to load and persist."""
 
-    def __init__(self, group: str, *, enable_commit: bool = True) -> None:
+    def __init__(self, group: str, *, enable_commit: bool = True, on_denied: DeniedHook | None = None) -> None:
         self.group = group
         self.enable_commit = enable_commit
+        self.on_denied = on_denied  # an ACL refusal of a read or a write: the consumer fails
         self.table: dict[MessageQueue, int] = {}
         # the offset last read from the store (at assignment, or by the final read-back): a queue
         # whose memory offset still equals it needs no final write, which could only move back
@@ -163,19 +167,28 @@ def _retrieve(task: asyncio.Task[None]) -> None:
 class RemoteBrokerOffsetStore(OffsetStore):
     """Offsets held by the broker that masters each queue (clustering); see the module docstring."""
 
-    def __init__(self, client: OffsetClient, group: str, *, enable_commit: bool = True) -> None:
-        super().__init__(group, enable_commit=enable_commit)
+    def __init__(self, client: OffsetClient, group: str, *, enable_commit: bool = True,
+                 on_denied: DeniedHook | None = None) -> None:
+        super().__init__(group, enable_commit=enable_commit, on_denied=on_denied)
         self.client = client
         self._writers: dict[str, asyncio.Lock] = {}  # broker name -> one write at a time
 
     def _writer(self, mq: MessageQueue) -> asyncio.Lock:
         return self._writers.setdefault(mq.broker_name, asyncio.Lock())
 
+    def _denied(self, what: str, exc: RocketMQError) -> bool:
+        """Report an ACL refusal to ``on_denied``; whether ``exc`` was one."""
+        if isinstance(exc, AclDeniedError) and self.on_denied is not None:
+            self.on_denied(what, exc)
+            return True
+        return False
+
     async def _read_store(self, mq: MessageQueue) -> int:
         try:
             return await self.client.query_consumer_offset(mq, self.group)
         except RocketMQError as exc:
-            log.warning("cannot read the committed offset of %s for %s: %s", mq, self.group, exc)
+            if not self._denied(f"reading the offset of {mq}", exc):
+                log.warning("cannot read the committed offset of %s for %s: %s", mq, self.group, exc)
             return -2
 
     async def _write(self, mq: MessageQueue, offset: int, attempts: int | None) -> None:
@@ -203,7 +216,8 @@ class RemoteBrokerOffsetStore(OffsetStore):
         try:
             await self._write(mq, off, attempts=1)
         except RocketMQError as exc:
-            log.warning("cannot persist offset %d of %s: %s", off, mq, exc)
+            if not self._denied(f"offset commit of {mq}", exc):
+                log.warning("cannot persist offset %d of %s: %s", off, mq, exc)
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """The periodic persist: every owned queue's offset, one write at a time per broker.
@@ -232,8 +246,9 @@ class RemoteBrokerOffsetStore(OffsetStore):
             try:
                 await self._write(mq, off, attempts=1)
             except RocketMQError as exc:
-                log.warning("cannot persist offsets on %s (%d queue(s) wait for the next round): %s",
-                            broker, len(mqs) - i, exc)
+                if not self._denied(f"offset commit of {mq}", exc):
+                    log.warning("cannot persist offsets on %s (%d queue(s) wait for the next round): %s",
+                                broker, len(mqs) - i, exc)
                 return
 
     async def persist_sync(self, mq: MessageQueue) -> None:

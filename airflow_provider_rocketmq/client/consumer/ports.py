@@ -19,9 +19,9 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from ..protocol.errors import AclDeniedError
 from ..protocol.message import MessageExt
 from ..protocol.queue import MessageQueue
+from .offset_store import DeniedHook as DeniedHook
 from .offset_store import ReadOffsetType
 from .process_queue import ProcessQueue
 
@@ -82,7 +82,6 @@ SendBackFn = Callable[[MessageExt, int, "MessageQueue | None"], Awaitable[bool]]
 LockFn = Callable[[MessageQueue], Awaitable[bool]]
 StartOffset = Callable[[MessageQueue], Awaitable[int]]
 ForgetQueue = Callable[[MessageQueue, ProcessQueue], None]
-DeniedHook = Callable[[str, AclDeniedError], None]  # (what was refused, the broker's ACL error)
 
 
 class StopOffsets:

@@ -24,11 +24,12 @@ from collections.abc import Callable, Mapping
 from ..connection import RemotingProtocol
 from ..mqclient import MQClient
 from ..protocol.batch import BatchDecoder, PulledBatch, filter_for
-from ..protocol.codes import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, ResponseCode
+from ..protocol.codes import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.errors import (
     AclDeniedError,
     MessageDecodeError,
+    RefusedRequest,
     RequestTimeoutError,
     RocketMQError,
     broker_error,
@@ -174,7 +175,7 @@ class PullService:
         now = self.now
         offset_reread = False  # orderly: the stored offset was read again since the lock was taken
         troubles = 0  # consecutive pulls lost to a broker restart / dropped connection
-        while not pq.dropped and not life.closing:
+        while not pq.dropped and not life.closing and not life.failed:
             settle()  # concurrent mode: finished batches free the cache before flow control
             if delay:
                 await asyncio.sleep(delay)
@@ -199,7 +200,7 @@ class PullService:
                     delay = self._trouble(mq, troubles, "pull %s at %d failed: %s", mq, offset, exc)
                     troubles += 1
                 continue
-            if pq.dropped:
+            if pq.dropped or life.failed:  # a failed consumer delivers nothing more, even what was pulled
                 return
             pq.last_pull_time = t = now()
             st.pulls += 1
@@ -330,8 +331,8 @@ class PullService:
 
     async def _without_messages(self, mq: MessageQueue, pq: ProcessQueue, resp: RemotingCommand,
                                 offset: int) -> float | None:
-        """Any answer but SUCCESS: the delay before the next pull, or None when the queue was given back
-        (an illegal offset repaired, committed mode)."""
+        """Any answer but SUCCESS: the delay before the next pull, or None when the loop ends (the queue was
+        given back after an illegal offset, committed mode; or the ACL refused the pull)."""
         cfg = self.config
         code = resp.code
         if code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED):
@@ -353,10 +354,14 @@ class PullService:
             return None
         if code == ResponseCode.FLOW_CONTROL:
             return DELAY_BROKER_FLOW_CONTROL
-        err = broker_error(code, resp.remark, addr=mq.broker_name)
+        err = broker_error(code, resp.remark, addr=mq.broker_name,
+                           request=RefusedRequest(RequestCode.PULL_MESSAGE, cfg.access_key))
         if isinstance(err, AclDeniedError):
-            self.on_denied(f"pull of {mq}", err)  # retried like Java; reported through `denied`
-        elif not self.life.closing:
+            # Java retries; here the consumer fails (`PushConsumer.failure`): the same credentials get
+            # the same answer, and a consumer that silently reads nothing looks like an idle topic
+            self.on_denied(f"pull of {mq}", err)
+            return None
+        if not self.life.closing:
             log.warning("pull %s at %d: broker code %d %s", mq, offset, code, resp.remark or "")
         return cfg.pull_time_delay_when_exception
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from ..loop_thread import LoopThread
 from ..protocol.batch import BatchDecoder
-from ..protocol.errors import AclDeniedError
+from ..protocol.errors import AclDeniedError, RocketMQError
 from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
 from .consume_batch import BatchListener
@@ -30,6 +30,7 @@ from .offset_store import OffsetPersistReport
 
 T = TypeVar("T")
 AssignmentCallback = Callable[[str, frozenset[MessageQueue], frozenset[MessageQueue]], Any]
+FailureCallback = Callable[[RocketMQError], Any]
 
 
 class AsyncPushConsumer:
@@ -109,14 +110,33 @@ class AsyncPushConsumer:
 
     @property
     def denied(self) -> AclDeniedError | None:
-        """The last request (heartbeat, pull, rebalance, final offset commit) the broker's ACL refused.
-
-        Refused pulls are retried every ``pull_time_delay_when_exception`` like Java does, so a consumer
-        that reads nothing should look here. `start` raises instead when no broker took the first
-        heartbeat and the ACL refused it. A refused periodic offset commit is logged; a refused final
-        one is in the `OffsetPersistReport` that `shutdown` returns.
-        """
+        """The last request the broker's ACL refused (heartbeat, rebalance, queue lock, offset read or
+        commit, pull, send-back); the first one is also the consumer's `failure`."""
         return self._core.denied
+
+    @property
+    def failure(self) -> RocketMQError | None:
+        """The consumer's terminal failure, None while it is healthy.
+
+        An ACL refusal of any request the consumer needs (heartbeat, rebalance, queue lock, start
+        offset, offset read or commit, pull, send-back) is terminal: unlike Java, which logs and
+        retries, the consumer stops pulling and rebalancing at once, so that a missing permission
+        shows as an error instead of a consumer that silently reads nothing. `start` raises it when it
+        happens during start; afterwards it is here, in `on_failure` callbacks and in
+        `raise_if_failed`. What was consumed before it is committed by `shutdown` as usual (those
+        offsets were read); nothing after it is pulled.
+        """
+        return self._core.failure
+
+    def on_failure(self, callback: FailureCallback) -> None:
+        """``callback(error)`` once, on the consumer's event loop, when the consumer fails (at once if it
+        failed already); it must be quick and must not block."""
+        self._core.on_failure(callback)
+
+    def raise_if_failed(self) -> None:
+        """Raise the consumer's `failure`, if any (for callers that wait in a loop)."""
+        if self._core.failure is not None:
+            raise self._core.failure
 
     async def __aenter__(self) -> AsyncPushConsumer:
         await self.start()
@@ -234,6 +254,20 @@ class PushConsumer:
     def denied(self) -> AclDeniedError | None:
         """See `AsyncPushConsumer.denied`."""
         return self._async.denied
+
+    @property
+    def failure(self) -> RocketMQError | None:
+        """See `AsyncPushConsumer.failure`."""
+        return self._async.failure
+
+    def on_failure(self, callback: FailureCallback) -> None:
+        """See `AsyncPushConsumer.on_failure`: ``callback`` runs on the consumer's loop thread (thread-safe
+        and quick, e.g. setting a `threading.Event`)."""
+        self._call(lambda: self._async.on_failure(callback))
+
+    def raise_if_failed(self) -> None:
+        """See `AsyncPushConsumer.raise_if_failed`."""
+        self._async.raise_if_failed()
 
     def __enter__(self) -> PushConsumer:
         self.start()

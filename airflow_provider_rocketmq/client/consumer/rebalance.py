@@ -83,7 +83,7 @@ class Rebalancer:
         while not self.life.closing:
             await wait_set(self._wakeup, self.config.rebalance_interval)
             self._wakeup.clear()
-            if self.life.paused:
+            if self.life.paused or self.life.failed:
                 continue
             try:
                 await self.do_rebalance()
@@ -101,6 +101,8 @@ class Rebalancer:
             for topic in list(self.subscriptions):
                 try:
                     changed |= await self._rebalance_topic(topic)
+                except AclDeniedError:
+                    raise  # the caller reports it: the consumer fails
                 except RocketMQError as exc:
                     log.warning("rebalance of %s for group %s failed: %s", topic, self.group, exc)
             # queues of topics no longer subscribed

@@ -11,12 +11,13 @@ DELAY like Java; the broker diverts it to the DLQ past the maximum.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ..mqclient import MQClient
 from ..protocol.codes import RequestCode
 from ..protocol.command import RemotingCommand
-from ..protocol.errors import RocketMQError
+from ..protocol.errors import AclDeniedError, RocketMQError
 from ..protocol.message import (
     PROPERTY_DELAY,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -40,8 +41,10 @@ INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 class SendBack:
     """Send-back with the producer fallback; one per consumer."""
 
-    def __init__(self, config: ConsumerConfig, client: MQClient, group: str, orderly: bool) -> None:
+    def __init__(self, config: ConsumerConfig, client: MQClient, group: str, orderly: bool,
+                 on_denied: Callable[[str, AclDeniedError], None] | None = None) -> None:
         self.config = config
+        self.on_denied = on_denied  # both sends refused by the ACL: the consumer fails
         self.client = client
         self.group = group  # as the user named it
         self.ns_group = config.with_namespace(group)
@@ -86,6 +89,8 @@ class SendBack:
         except RocketMQError as exc:
             log.warning("fallback send of %s to %s failed: %s", msg.msg_id, retry_topic(ns_group), exc)
             self.failures += 1
+            if isinstance(exc, AclDeniedError) and self.on_denied is not None:
+                self.on_denied(f"send-back of {msg.msg_id}", exc)
             return False
 
     async def _send_as_new(self, msg: MessageExt, delay_level: int) -> None:

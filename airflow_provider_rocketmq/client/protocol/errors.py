@@ -7,8 +7,9 @@ remark, with one subclass per code family built from a table, so callers can
 
 from __future__ import annotations
 
-import re
-from typing import ClassVar
+from typing import ClassVar, Protocol
+
+from .acl_refusals import AUTHENTICATION, AUTHORIZATION, Refusal, needed_actions, parse_refusal, request_name
 
 
 class RocketMQError(Exception):
@@ -78,27 +79,68 @@ class SystemError_(BrokerError):  # trailing underscore: does not shadow the bui
     retriable = True
 
 
-ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
-# exceptionSimpleDesc appends ", <top stack frame>" to the exception text
-_JAVA_FRAME = re.compile(r", [\w.$<>]+\([^()]*\)$")
+class RequestLike(Protocol):
+    """What `broker_error` reads of the refused request (a `command.RemotingCommand`)."""
+
+    code: int
+    ext_fields: dict[str, str] | None
 
 
-class AclDeniedError(SystemError_):
-    """The broker's ACL refused the request: no or unknown access key, wrong signature, or no permission.
+class RefusedRequest:
+    """A `RequestLike` for answers whose request object is not at hand (pulls on the fast path, sends)."""
 
-    A 4.x broker answers SYSTEM_ERROR (1) with the AclException as remark; ``reason`` is its message
-    (e.g. ``No default permission for group:g``), ``remark`` the full text. Not retriable: the same
-    credentials get the same answer.
+    __slots__ = ("code", "ext_fields")
+
+    def __init__(self, code: int, access_key: str | None = None) -> None:
+        self.code = code
+        self.ext_fields: dict[str, str] | None = {"AccessKey": access_key} if access_key else None
+
+
+class AclDeniedError(BrokerError):
+    """The broker's ACL refused the request: no, unknown or disabled user, wrong signature, or no permission.
+
+    ``acl`` is ``"1.0"`` (4.x plain ACL: SYSTEM_ERROR with the AclException as remark) or ``"2.0"``
+    (5.3+: NO_PERMISSION with the authentication or authorization message); ``kind`` says which of the
+    two failed. ``reason`` is the broker's message, ``remark`` its full text; ``user``, ``resource``
+    (``Topic:T`` / ``Group:G``), ``actions`` (one of which was missing) and ``request`` (the request
+    code's name) say what was refused, as far as the broker and the request tell. Not retriable: the
+    same credentials get the same answer until an operator changes the ACL.
     """
 
     retriable = False
 
-    def __init__(self, code: int, remark: str | None = None, *, addr: str | None = None) -> None:
+    def __init__(self, code: int, remark: str | None = None, *, addr: str | None = None,
+                 request: RequestLike | None = None, refusal: Refusal | None = None) -> None:
         super().__init__(code, remark, addr=addr)
-        text = self.remark.removeprefix(ACL_EXCEPTION).removeprefix(":").strip()
-        self.reason = _JAVA_FRAME.sub("", text) or "access denied"
-        where = f" {addr}" if addr else ""
-        self.args = (f"access denied by broker{where} (ACL): {self.reason}",)
+        refusal = refusal or parse_refusal(code, remark) or Refusal("1.0", AUTHORIZATION, "access denied")
+        self.acl = refusal.acl
+        self.kind = refusal.kind
+        self.reason = refusal.reason
+        self.resource = refusal.resource
+        self.request_code = request.code if request is not None else None
+        self.request = request_name(self.request_code)
+        sent_key = (request.ext_fields or {}).get("AccessKey") if request is not None else None
+        self.user = refusal.user or sent_key
+        self.actions = needed_actions(refusal.acl, self.request_code, refusal.resource)
+        self.args = (self.describe(),)
+
+    def describe(self) -> str:
+        """One line: who was refused what, where, and the broker's own words."""
+        where = f" {self.addr}" if self.addr else ""
+        anonymous = self.reason.startswith(("username cannot be null", "No accessKey is configured"))
+        who = "a request without credentials" if anonymous else f"user {self.user}" if self.user else "the client"
+        if self.kind == AUTHENTICATION:
+            what = f"{who} was refused" if anonymous else f"{who} was not authenticated"
+        elif self.resource and self.actions:
+            what = f"{who} lacks {' or '.join(self.actions)} on {self.resource}"
+        elif self.resource:
+            what = f"{who} has no permission on {self.resource}"
+        elif self.actions:
+            what = f"{who} lacks the {' or '.join(self.actions)} permission"
+        else:
+            what = f"{who} was refused"
+        request = f" ({self.request})" if self.request else ""
+        return f"access denied by broker{where} (ACL {self.acl}): {what}{request}: {self.reason}"
 
 
 class SystemBusyError(BrokerError):
@@ -114,7 +156,8 @@ class ServiceNotAvailableError(BrokerError):
 
 
 class NoPermissionError(BrokerError):
-    pass
+    """NO_PERMISSION (16) that is not the ACL's: the topic or broker is not writable / readable, or the
+    group may not consume (an operator's switch, usually temporary; see `acl_refusals`)."""
 
 
 class TopicNotExistError(BrokerError):
@@ -156,8 +199,11 @@ _CODE_TABLE: dict[int, type[BrokerError]] = {
 }
 
 
-def broker_error(code: int, remark: str | None = None, *, addr: str | None = None) -> BrokerError:
-    """Build the typed error for a response code (unknown codes give plain BrokerError)."""
-    if remark and remark.startswith(ACL_EXCEPTION):
-        return AclDeniedError(code, remark, addr=addr)
+def broker_error(code: int, remark: str | None = None, *, addr: str | None = None,
+                 request: RequestLike | None = None) -> BrokerError:
+    """Build the typed error for a response code (unknown codes give plain BrokerError); an ACL refusal
+    (either generation, see `acl_refusals`) is an `AclDeniedError` naming what ``request`` needed."""
+    refusal = parse_refusal(code, remark)
+    if refusal is not None:
+        return AclDeniedError(code, remark, addr=addr, request=request, refusal=refusal)
     return _CODE_TABLE.get(code, BrokerError)(code, remark, addr=addr)

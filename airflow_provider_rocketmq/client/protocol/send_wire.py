@@ -23,6 +23,7 @@ from .errors import (
     ConfigError,
     FrameTooLargeError,
     ProtocolError,
+    RefusedRequest,
     RocketMQError,
     broker_error,
 )
@@ -120,6 +121,10 @@ class NotSentError(RocketMQError):
         self.queue: MessageQueue | None = None  # the queue tried, when known (for the log)
 
 
+# the request a send answer refers to, as an ACL refusal names it (the remark names the user)
+_SENT = RefusedRequest(RequestCode.SEND_MESSAGE_V2)
+
+
 def send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str, addr: str) -> SendResult:
     """The answer to a send of ``mq``: a SendResult, `NotSentError`, or the broker's typed error."""
     queue, offset, status, offset_msg_id, region = send_answer(resp, mq, addr)
@@ -131,8 +136,8 @@ def send_answer(resp: RemotingCommand, mq: MessageQueue, addr: str) -> tuple[Mes
     code = resp.code
     status = STORED_CODES.get(code)
     if status is None:
-        err = broker_error(code, resp.remark, addr=addr)
-        # an ACL refusal comes as SYSTEM_ERROR; unlike Java we do not retry it: the answer won't change
+        err = broker_error(code, resp.remark, addr=addr, request=_SENT)
+        # an ACL refusal (SYSTEM_ERROR on 4.x, NO_PERMISSION on 5.x): unlike Java we do not retry it
         if code in RETRIABLE_SEND_CODES and not isinstance(err, AclDeniedError):
             raise NotSentError(err, mq.broker_name)
         raise err

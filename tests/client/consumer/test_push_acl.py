@@ -1,5 +1,6 @@
-"""A push consumer against a broker whose ACL refuses it: start() fails on a refused first heartbeat,
-refused pulls are reported through ``denied`` / ``stats()["denied"]``, nothing is consumed or committed."""
+"""A push consumer against a 4.x broker whose plain ACL refuses it: start() fails on a refused first heartbeat,
+a refused pull fails the consumer (``failure``, ``denied``, ``stats()["denied"]``), nothing more is consumed
+or committed (tests/client/consumer/test_push_acl_failure.py: every other refusal, and ACL 2.0)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def test_refused_pulls_are_reported_and_nothing_is_committed(acl_cluster: Embedd
         assert consumer.denied is not None
         assert consumer.denied.reason == "No default permission for topic:AclPush"
         assert consumer.stats()["denied"] == str(consumer.denied)
+        assert consumer.failure is consumer.denied and consumer.denied.acl == "1.0"
         consumed = len(got)
     finally:
         consumer.shutdown()
