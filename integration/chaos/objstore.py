@@ -35,9 +35,12 @@ class ObjectStore:
         self.direct = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET,
                "AWS_DEFAULT_REGION": "us-east-1"}
-        out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        log = open(log_path, "wb") if log_path else None  # noqa: SIM115 - closed once the child has it
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                     stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        if log is not None:
+            log.close()  # the child holds its own descriptor
         deadline = time.monotonic() + 120  # a loaded machine starts Python slowly
         while True:
             try:
