@@ -12,6 +12,7 @@ import pytest
 
 from airflow_provider_rocketmq.client import ClientConfig, Message, Producer
 from airflow_provider_rocketmq.client.mqclient import MQClient
+from airflow_provider_rocketmq.client.protocol.errors import RequestTimeoutError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.spark.source import range_reader
 from airflow_provider_rocketmq.spark.source.options import SourceOptions, parse_options
@@ -126,7 +127,7 @@ def test_plan_then_retention_then_read(cluster: EmbeddedCluster, caplog: pytest.
         asyncio.run(plan())
 
 
-def test_lost_answers_and_flow_control_are_retried(cluster: EmbeddedCluster) -> None:
+def test_lost_answers_and_flow_control_are_retried(cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture) -> None:
     _fill(cluster, 300, lambda i: f"m{i}".encode())
     opts = parse_options({"namesrv": cluster.namesrv_addr, "topic": TOPIC, "requestTimeout": "0.5"})
     span = QueueSpan(TOPIC, "broker-a", 0, 0, 300)
@@ -139,6 +140,14 @@ def test_lost_answers_and_flow_control_are_retried(cluster: EmbeddedCluster) -> 
     cluster.flow_control(11)  # forever: the task fails after its bounded retries, with the broker's code
     with pytest.raises(Exception, match="broker error 215"):
         _rows(opts, span)
+    cluster.clear_faults()
+    cluster.drop_responses(11)  # no answer ever: each try waits out its timeout, the last one's error ends the read
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=range_reader.__name__), \
+            pytest.raises(RequestTimeoutError, match=r"no answer to the pull of .* at offset 0 within 0.5s"):
+        _rows(opts, span)
+    tries = [r for r in caplog.records if "failed (no answer" in r.getMessage()]
+    assert len(tries) == range_reader.RETRY_ATTEMPTS  # bounded: the first try and its retries, then the error
 
 
 ACL = {"accounts": [
