@@ -33,8 +33,12 @@ Two ways to get a backlog:
 
     [--profile DIR]   # also record each window run with py-spy (pip install py-spy)
     [--no-push]       # the window runs only
+    [--broker-pid PID]  # a real broker's JVM: its CPU per million beside each run (repeatable)
 
-The broker's CPU is not counted (it runs in another process). Asserts nothing.
+The broker's CPU is not in the client's figures (it runs in another process); it is shown beside
+them for the embedded broker and for the processes named with --broker-pid (a real broker's JVM).
+Per thread, the seconds it was runnable but waited for a core (/proc/<tid>/schedstat) show how much
+the client and the broker contended for the cores. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ _SAMPLER = r"""
 import json, os, resource, sys, threading, time
 sys.path.insert(0, %(root)r)
 TICK = os.sysconf("SC_CLK_TCK")
-threads = {}  # tid -> (name, cpu seconds)
+threads = {}  # tid -> (name, cpu seconds, seconds runnable but waiting for a core)
 
 def sample_threads():
     names = {str(t.native_id): t.name.split("_")[0] for t in threading.enumerate()}
@@ -69,8 +73,10 @@ def sample_threads():
             name = names.get(tid) or threads.get(tid, ("other",))[0]
             with open(f"/proc/self/task/{tid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
-            threads[tid] = (name, (int(fields[11]) + int(fields[12])) / TICK)
-        except OSError:
+            with open(f"/proc/self/task/{tid}/schedstat") as fh:  # on-CPU ns, run-queue wait ns, slices
+                wait = int(fh.read().split()[1]) / 1e9
+            threads[tid] = (name, (int(fields[11]) + int(fields[12])) / TICK, wait)
+        except (OSError, IndexError, ValueError):
             pass
 
 def sampler():
@@ -81,16 +87,18 @@ def sampler():
 def baseline():
     # what threads spent before the measured part (imports, on the main thread) is left out
     sample_threads()
-    return {tid: cpu for tid, (_, cpu) in threads.items()}
+    return {tid: (cpu, wait) for tid, (_, cpu, wait) in threads.items()}
 
 def report(base, **fields):
     sample_threads()
     with open("/proc/self/status") as fh:  # not ru_maxrss: that keeps the forking parent's RSS over exec
         hwm_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
-    by_name = {}
-    for tid, (name, cpu) in threads.items():
-        by_name[name] = by_name.get(name, 0.0) + cpu - base.get(tid, 0.0)
-    print("RESULT " + json.dumps({**fields, "maxrss_kb": hwm_kb, "threads": by_name}), flush=True)
+    by_name, waits = {}, {}
+    for tid, (name, cpu, wait) in threads.items():
+        cpu0, wait0 = base.get(tid, (0.0, 0.0))
+        by_name[name] = by_name.get(name, 0.0) + cpu - cpu0
+        waits[name] = waits.get(name, 0.0) + wait - wait0
+    print("RESULT " + json.dumps({**fields, "maxrss_kb": hwm_kb, "threads": by_name, "waits": waits}), flush=True)
 """
 
 WINDOW_CHILD = _SAMPLER + r"""
@@ -127,7 +135,25 @@ CPU_MARGIN = 1.0  # ... <= (a)'s client CPU-s per million + this, in the same ru
 RSS_TARGET_MB = 250  # ... peak RSS <= 250 MB
 
 
+def _proc_cpu(pids: list[int]) -> float:
+    """User+system CPU seconds of these processes (all their threads) so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            pass
+    return total
+
+
+BROKER_PIDS: list[int] = []  # --broker-pid: whose CPU each child's run is charged with, beside it
+
+
 def _child(code: str, profile: str | None = None) -> dict[str, Any]:
+    broker0 = _proc_cpu(BROKER_PIDS)
     cmd = [sys.executable, "-c", code]
     if profile:
         # --gil: samples of the thread holding the GIL, i.e. where Python time goes (pyarrow's
@@ -139,6 +165,7 @@ def _child(code: str, profile: str | None = None) -> dict[str, Any]:
     if out.returncode != 0 or result is None or result["code"] != 0:
         raise RuntimeError(f"child failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-3000:]}")
     result["stdout"] = out.stdout
+    result["broker_cpu"] = _proc_cpu(BROKER_PIDS) - broker0  # the child's whole life, start-up included
     return result
 
 
@@ -161,6 +188,18 @@ def run_push(namesrv: str, topic: str, group: str, total: int) -> dict[str, Any]
 def _split(threads: dict[str, float], total: int) -> str:
     by = sorted(threads.items(), key=lambda kv: -kv[1])
     return ", ".join(f"{name} {cpu / total * 1e6:.2f}" for name, cpu in by if cpu / total * 1e6 >= 0.05)
+
+
+def _details(r: dict[str, Any], total: int) -> str:
+    """Per thread: CPU-s/M, then the seconds it was runnable but waited for a core (run queue, from
+    /proc/<tid>/schedstat), and the broker's CPU-s/M over the child's life when --broker-pid is given."""
+    line = f"CPU-s/M by thread: {_split(r['threads'], total)}"
+    waits = sorted(((n, w) for n, w in r.get("waits", {}).items() if w >= 0.01), key=lambda kv: -kv[1])
+    if waits:
+        line += "; waited for a core (s): " + ", ".join(f"{n} {w:.2f}" for n, w in waits)
+    if BROKER_PIDS:
+        line += f"; broker {r['broker_cpu'] / total * 1e6:.2f} CPU-s/M"
+    return line
 
 
 def verdict(runs: list[dict[str, tuple[float, float, float]]]) -> list[str]:
@@ -238,7 +277,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-push", action="store_true", help="skip the push consumer (a) runs")
     ap.add_argument("--profile", default=None, metavar="DIR", help="py-spy raw profiles of every window run go here")
+    ap.add_argument("--broker-pid", type=int, action="append", default=[],
+                    help="a broker process (e.g. the JVM's pid) whose CPU is shown beside each run (repeatable)")
     args = ap.parse_args()
+    BROKER_PIDS[:] = args.broker_pid
     if (args.namesrv is None) != (args.topic is None):
         ap.error("--namesrv and --topic go together")
     if args.fill is not None and args.namesrv is None:
@@ -251,6 +293,8 @@ def main() -> None:
     runs: list[dict[str, tuple[float, float, float]]] = []
     for topic, prepare in targets:
         broker, namesrv, total = prepare()
+        if broker is not None and not args.broker_pid:
+            BROKER_PIDS[:] = [broker.pid]  # the embedded broker's own process
         if not total:
             print(f"# {topic} holds no message: skipped")
             continue
@@ -269,7 +313,7 @@ def main() -> None:
                 print(f"{total:>9} {run:>3} {'window':<7} {w_rate:>9.0f} {w_cpu:>8.2f} {w_rss:>7.0f}MB "
                       f"{w['staged'] / 2**20:>8.1f}MB {w['files']:>5} "
                       f"{w['startup_wall']:>5.1f}s/{w['startup_cpu']:.1f}cpu", flush=True)
-                print(f"{'':>22}CPU-s/M by thread: {_split(w['threads'], total)}", flush=True)
+                print(f"{'':>22}{_details(w, total)}", flush=True)
                 if args.no_push:
                     continue
                 a = run_push(namesrv, topic, f"bench_a_{tag}", total)
@@ -277,7 +321,7 @@ def main() -> None:
                 runs[-1]["a"] = (a_rate, a_cpu, a_rss)
                 print(f"{total:>9} {run:>3} {'(a)':<7} {a_rate:>9.0f} {a_cpu:>8.2f} {a_rss:>7.0f}MB "
                       f"{'':>10} {'':>5} {'':>14} window/(a) {w_rate / a_rate:.1%}", flush=True)
-                print(f"{'':>22}CPU-s/M by thread: {_split(a['threads'], total)}", flush=True)
+                print(f"{'':>22}{_details(a, total)}", flush=True)
         finally:
             if broker is not None:
                 broker.terminate()
