@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FLUSH_OFFSETS = 16_384  # offsets per record batch (Arrow IPC cost per batch is fixed; rows are cheap)
+FLUSH_OFFSETS = 65_536  # offsets per record batch: each batch costs fixed Arrow calls, and in a load it
+# becomes one row group of the output (16,384 cost an offsets load ~10 % more task CPU)
 FLUSH_BYTES = 16 << 20  # ... or this many bytes of pull bodies, whichever comes first
 RETRY_ATTEMPTS = 4  # per answer: the first try and three retries
 NO_PROGRESS_LIMIT = 3  # answers in a row that do not advance the offset before the task fails
