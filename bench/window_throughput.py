@@ -32,6 +32,7 @@ Two ways to get a backlog:
     .venv/bin/python bench/window_throughput.py --namesrv HOST:PORT --topic T1M,T5M [--fill 1000000,5000000]
 
     [--profile DIR]   # also record each window run with py-spy (pip install py-spy)
+    [--profile-mode threads]  # ... every thread with native frames: shares running / waiting for the GIL / idle
     [--no-push]       # the window runs only
     [--broker-pid PID]  # a real broker's JVM: its CPU per million beside each run (repeatable)
 
@@ -152,13 +153,21 @@ def _proc_cpu(pids: list[int]) -> float:
 BROKER_PIDS: list[int] = []  # --broker-pid: whose CPU each child's run is charged with, beside it
 
 
+PROFILE_MODE = "gil"  # --profile-mode
+
+
 def _child(code: str, profile: str | None = None) -> dict[str, Any]:
     broker0 = _proc_cpu(BROKER_PIDS)
     cmd = [sys.executable, "-c", code]
-    if profile:
+    if profile and PROFILE_MODE == "gil":
         # --gil: samples of the thread holding the GIL, i.e. where Python time goes (pyarrow's
         # Parquet encoding releases the GIL: see the per-thread CPU split for it)
         cmd = ["py-spy", "record", "--format", "raw", "--rate", "250", "--gil", "--nonblocking",
+               "--output", profile, "--"] + cmd
+    elif profile:
+        # every thread, idle or not, with native frames: a thread blocked in the interpreter's GIL
+        # wait shows as pthread_cond_timedwait right under its Python (or extension) frame
+        cmd = ["py-spy", "record", "--format", "raw", "--rate", "100", "--native", "--idle", "--threads",
                "--output", profile, "--"] + cmd
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT, check=False)
     result = next((json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")), None)
@@ -188,6 +197,43 @@ def run_push(namesrv: str, topic: str, group: str, total: int) -> dict[str, Any]
 def _split(threads: dict[str, float], total: int) -> str:
     by = sorted(threads.items(), key=lambda kv: -kv[1])
     return ", ".join(f"{name} {cpu / total * 1e6:.2f}" for name, cpu in by if cpu / total * 1e6 >= 0.05)
+
+
+_IDLE = ("epoll_wait", "select (", "poll (", "acquire_lock", "sem_", "Condition.wait", "Event.wait", "accept",
+         "recv (", "nanosleep", "time.sleep")
+
+
+def thread_states(raw_profile: str) -> dict[str, dict[str, float]]:
+    """Shares of a `--profile-mode threads` profile's samples per thread name: ``gil`` (waiting for the
+    GIL: pthread_cond_timedwait with no lock, poll or sleep under the last Python frame - the
+    interpreter's take_gil, whose own symbol the build may not export), ``idle`` (waiting for I/O, a
+    lock, a condition or a timer) and ``run`` (the rest: running or runnable)."""
+    counts: dict[str, dict[str, int]] = {}
+    with open(raw_profile, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    names = {}  # "thread (tid)" -> its Python name (py-spy gives it on some samples only)
+    for line in lines:
+        tid, _, name = line.split(";", 1)[0].partition(": ")
+        if name:
+            names[tid] = name.split("_")[0]
+    for line in lines:
+        stack, _, n = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = stack.split(";")  # "thread (tid)[: name]", then the frames, outermost first
+        name = names.get(frames[0].partition(": ")[0], frames[0])
+        py = [i for i, f in enumerate(frames) if ".py:" in f]
+        tail = ";".join(frames[(py[-1] + 1) if py else 1:])
+        if any(k in tail for k in _IDLE) or (py and any(k in frames[py[-1]] for k in _IDLE)):
+            state = "idle"
+        elif "pthread_cond_timedwait" in tail:
+            state = "gil"
+        else:
+            state = "run"
+        c = counts.setdefault(name, {"run": 0, "gil": 0, "idle": 0})
+        c[state] += int(n)
+    return {name: {k: v / max(1, sum(c.values())) for k, v in c.items()} | {"samples": float(sum(c.values()))}
+            for name, c in counts.items()}
 
 
 def _details(r: dict[str, Any], total: int) -> str:
@@ -277,10 +323,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-push", action="store_true", help="skip the push consumer (a) runs")
     ap.add_argument("--profile", default=None, metavar="DIR", help="py-spy raw profiles of every window run go here")
+    ap.add_argument("--profile-mode", choices=("gil", "threads"), default="gil",
+                    help="gil: where the GIL holder spends its time; threads: every thread's samples, native "
+                         "frames included, and per thread the shares running, waiting for the GIL and idle")
     ap.add_argument("--broker-pid", type=int, action="append", default=[],
                     help="a broker process (e.g. the JVM's pid) whose CPU is shown beside each run (repeatable)")
     args = ap.parse_args()
     BROKER_PIDS[:] = args.broker_pid
+    global PROFILE_MODE
+    PROFILE_MODE = args.profile_mode
     if (args.namesrv is None) != (args.topic is None):
         ap.error("--namesrv and --topic go together")
     if args.fill is not None and args.namesrv is None:
@@ -314,6 +365,11 @@ def main() -> None:
                       f"{w['staged'] / 2**20:>8.1f}MB {w['files']:>5} "
                       f"{w['startup_wall']:>5.1f}s/{w['startup_cpu']:.1f}cpu", flush=True)
                 print(f"{'':>22}{_details(w, total)}", flush=True)
+                if profile and PROFILE_MODE == "threads":
+                    states = thread_states(profile)
+                    print(f"{'':>22}py-spy samples by thread (run / GIL wait / idle): " + ", ".join(
+                        f"{n} {s['run']:.0%}/{s['gil']:.0%}/{s['idle']:.0%}" for n, s in
+                        sorted(states.items(), key=lambda kv: -kv[1]["samples"]) if s["samples"] >= 20), flush=True)
                 if args.no_push:
                     continue
                 a = run_push(namesrv, topic, f"bench_a_{tag}", total)
