@@ -31,8 +31,8 @@ from ..protocol.batch import PulledBatch
 from ..protocol.message import MessageExt
 from ..protocol.queue import MessageQueue
 from .config import ConsumerConfig
-from .consume_pool import RESULT_POLL_MAX, RESULT_POLL_MIN, ConsumePool, KickScheduler, wait_exited
-from .lifecycle import Background, Lifecycle, wait_set
+from .consume_pool import ConsumePool, PooledConsumeService
+from .lifecycle import Background, Lifecycle
 from .listener import ConsumeContext, failed_from, is_async_listener
 from .ports import OffsetSink, SendBackFn
 from .process_queue import ProcessQueue
@@ -47,36 +47,26 @@ BatchListener = Callable[[Any, ConsumeContext], Any]
 _Result = tuple[PulledBatch, ProcessQueue, MessageQueue, Any, int, int, float]
 
 
-class BatchConsumeService:
+class BatchConsumeService(PooledConsumeService):
     """Runs a batch listener over pulled batches and settles offsets per batch."""
 
     def __init__(self, *, config: ConsumerConfig, group: str, listener: BatchListener, life: Lifecycle,
                  offsets: OffsetSink, send_back: SendBackFn, stats: ConsumeStatsTable) -> None:
+        self.is_async = is_async_listener(listener)
+        super().__init__(None if self.is_async else ConsumePool(1, f"ConsumeBatchThread_{group}"),
+                         Background("batch consume"))
         self.config = config
         self.listener = listener
         self.life = life
         self.offsets = offsets
         self.send_back = send_back
         self.stats = stats
-        self.is_async = is_async_listener(listener)
-        self.loop = asyncio.get_running_loop()
-        self.bg = Background("batch consume")
-        self.inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-        # the consume thread's results wait in a deque that the loop polls (the pull loops before
-        # each pull, and a timer while batches are in flight): the thread never wakes the loop
+        # the consume thread's results, until the loop polls them (PooledConsumeService)
         self._results: collections.deque[_Result] = collections.deque()
-        self._poll_timer: asyncio.TimerHandle | None = None
-        self._poll_interval = RESULT_POLL_MIN
-        self.pool: ConsumePool | None = None
         self._queue: collections.deque[tuple[PulledBatch, ProcessQueue, MessageQueue]] = collections.deque()
         self._wake = asyncio.Event()
         if self.is_async:
             self.bg.spawn(self._async_worker(), "batch listener")
-        else:
-            self.pool = ConsumePool(1, f"ConsumeBatchThread_{group}")
-        self._kick = KickScheduler(self.loop, self.pool) if self.pool is not None else None
 
     # -- dispatch --------------------------------------------------------------------------
     def submit_batch(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue) -> None:
@@ -84,11 +74,7 @@ class BatchConsumeService:
         self._idle.clear()
         if self.pool is not None:
             self.pool.submit(self._run_sync, batch, pq, mq)
-            assert self._kick is not None
-            self._kick.schedule()
-            if self._poll_timer is None:
-                self._poll_interval = RESULT_POLL_MIN
-                self._poll_timer = self.loop.call_later(RESULT_POLL_MIN, self._poll_results)
+            self._wake_pool()
         else:
             self._queue.append((batch, pq, mq))
             self._wake.set()
@@ -134,15 +120,11 @@ class BatchConsumeService:
         while results:
             self._settle(*results.popleft())
 
-    def _poll_results(self) -> None:
-        self._poll_timer = None
-        if self._results:
-            self.settle_ready()
-            self._poll_interval = RESULT_POLL_MIN
-        else:  # a slow listener (or a writer pushing back): poll less often, up to RESULT_POLL_MAX
-            self._poll_interval = min(self._poll_interval * 2, RESULT_POLL_MAX)
-        if self.inflight > 0:
-            self._poll_timer = self.loop.call_later(self._poll_interval, self._poll_results)
+    def _collect(self) -> bool:
+        if not self._results:
+            return False
+        self.settle_ready()
+        return True
 
     # -- results (loop thread) -----------------------------------------------------------------
     def _settle(self, batch: PulledBatch, pq: ProcessQueue, mq: MessageQueue, status: Any, ack_index: int,
@@ -207,25 +189,3 @@ class BatchConsumeService:
                 log.warning("%d failed message(s) of %s could not be sent back; trying again in %.0fs "
                             "(the offset stays before them)", len(pending), mq, SEND_BACK_RETRY)
                 await asyncio.sleep(SEND_BACK_RETRY)
-
-    def _done_one(self) -> None:
-        self.inflight -= 1
-        if self.inflight <= 0:
-            self.inflight = 0
-            self._idle.set()
-
-    # -- life cycle ----------------------------------------------------------------------------
-    async def drain(self, timeout: float) -> bool:
-        """Wait until in-flight batches are settled (or the timeout passes)."""
-        return await wait_set(self._idle, timeout)
-
-    async def close(self) -> None:
-        if self._poll_timer is not None:
-            self._poll_timer.cancel()
-            self._poll_timer = None
-        if self._kick is not None:
-            self._kick.cancel()
-        await self.bg.cancel_all()
-        if self.pool is not None:
-            self.pool.shutdown()
-            await wait_exited(self.pool.threads)
