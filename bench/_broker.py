@@ -61,3 +61,30 @@ def backlog(lt: LoopThread, namesrv: str, topic: str) -> int:
         await client.close()
         return total
     return lt.run(go())
+
+
+def top_up(namesrv: str, topic: str, fill_to: int | None, queues: int = 8, size: int = 100) -> int:
+    """Messages ``topic`` holds on ``namesrv``, after topping it up to ``fill_to`` (if given; an absent
+    topic is created with ``queues`` queues first)."""
+    import time
+
+    from airflow_provider_rocketmq.client import Admin
+    from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
+
+    lt = LoopThread()
+    try:
+        try:
+            have = backlog(lt, namesrv, topic)
+        except RocketMQError:  # no route: the topic does not exist yet
+            have = 0
+        if fill_to is not None and have < fill_to:
+            if have == 0:
+                with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
+                    admin.create_topic(topic, queues)
+            t = time.perf_counter()
+            fill(lt, namesrv, topic, fill_to - have, size)
+            print(f"# {topic}: filled {fill_to - have} x {size} B in {time.perf_counter() - t:.1f}s", flush=True)
+            have = backlog(lt, namesrv, topic)
+        return have
+    finally:
+        lt.stop()

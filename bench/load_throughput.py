@@ -391,28 +391,9 @@ def window_command(argv: list[str]) -> dict[str, Any]:
 
 
 def _backlog(namesrv: str, topic: str, fill_to: int | None) -> int:
-    from airflow_provider_rocketmq.client import Admin, ClientConfig
-    from airflow_provider_rocketmq.client.loop_thread import LoopThread
-    from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
-    from bench._broker import backlog, fill
+    from bench._broker import top_up
 
-    lt = LoopThread()
-    try:
-        try:
-            have = backlog(lt, namesrv, topic)
-        except RocketMQError:  # no route: the topic does not exist yet
-            have = 0
-        if fill_to is not None and have < fill_to:
-            if have == 0:
-                with Admin(ClientConfig(namesrv_addr=namesrv)) as admin:
-                    admin.create_topic(topic, QUEUES)
-            t = time.perf_counter()
-            fill(lt, namesrv, topic, fill_to - have, BODY)
-            print(f"# {topic}: filled {fill_to - have} x {BODY} B in {time.perf_counter() - t:.1f}s", flush=True)
-            have = backlog(lt, namesrv, topic)
-        return have
-    finally:
-        lt.stop()
+    return top_up(namesrv, topic, fill_to, QUEUES, BODY)
 
 
 def handoff_runs(ctx: Context, args: argparse.Namespace) -> None:
