@@ -27,14 +27,21 @@ def free_port() -> int:
 class MotoS3:
     """``moto.server`` on a free port; ``storage_options`` are what fsspec/s3fs need to reach it."""
 
-    def __init__(self, *, ignore_if_none_match: bool = False) -> None:
+    def __init__(self, *, ignore_if_none_match: bool = False, log_path: str | None = None,
+                 own_session: bool = False) -> None:
+        """``log_path``: the server's output goes there (else nowhere); ``own_session``: the server
+        runs in a session of its own (a signal to the caller's process group does not reach it)."""
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1"}
         cmd = ([sys.executable, __file__, str(self.port), "--ignore-if-none-match"] if ignore_if_none_match
                else [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)])
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        log = open(log_path, "wb") if log_path else None  # noqa: SIM115 - closed once the child has it
+        self.proc = subprocess.Popen(cmd, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=own_session)
+        if log is not None:
+            log.close()  # the child holds its own descriptor
         deadline = time.monotonic() + 120  # a loaded CI machine starts Python slowly
         while True:
             try:

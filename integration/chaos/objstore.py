@@ -7,50 +7,23 @@ manifests) gets the proxy's endpoint; the checker reads the server directly, pas
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from typing import Any
+
+from tests.s3_server import MotoS3
 
 from .s3proxy import S3FaultProxy
 
 KEY = SECRET = "testing"  # moto accepts any credentials
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ObjectStore:
     """moto on a free port with the fault proxy in front; ``start()`` / ``stop()``."""
 
     def __init__(self, seed: int, log_path: str | None = None) -> None:
-        self.port = free_port()
-        self.direct = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET,
-               "AWS_DEFAULT_REGION": "us-east-1"}
-        log = open(log_path, "wb") if log_path else None  # noqa: SIM115 - closed once the child has it
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
-        if log is not None:
-            log.close()  # the child holds its own descriptor
-        deadline = time.monotonic() + 120  # a loaded machine starts Python slowly
-        while True:
-            try:
-                urllib.request.urlopen(self.direct + "/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.1)
+        self.moto = MotoS3(log_path=log_path, own_session=True)
+        self.port = self.moto.port
+        self.direct = self.moto.endpoint
         self.proxy = S3FaultProxy(("127.0.0.1", self.port), seed)
         self.bucket = f"chaos-{uuid.uuid4().hex[:12]}"
         self.direct_fs().call_s3("create_bucket", Bucket=self.bucket)
@@ -84,9 +57,4 @@ class ObjectStore:
         proxy = getattr(self, "proxy", None)
         if proxy is not None:
             proxy.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        self.moto.stop()
