@@ -50,7 +50,7 @@ from airflow_provider_rocketmq.window.manifest import (
 from airflow_provider_rocketmq.window.progress import ProgressHook
 from airflow_provider_rocketmq.window.reach import UNREACHABLE, reachable_high_water_marks
 from airflow_provider_rocketmq.window.staging import StagingLocation
-from airflow_provider_rocketmq.window.starts import AdminStarts, GroupStart
+from airflow_provider_rocketmq.window.starts import AdminStarts, GroupStart, decidable_queues
 from airflow_provider_rocketmq.window.writer import PART_PREFIX, PART_SUFFIX, StagingWriter
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,9 @@ def run_window(
 
     window_id = spec.window_id or new_window_id()
     # a broker that does not answer is left out: its queues wait for the next window (window/reach.py)
-    hwm_by_mq, _unreachable = reachable_high_water_marks(admin, spec.topic)
+    hwm_by_mq, unreachable = reachable_high_water_marks(admin, spec.topic)
+    group_start = GroupStart(spec.consumer_group, spec.consume_from_where, spec.consume_timestamp_ms)
+    hwm_by_mq = decidable_queues(admin, group_start, hwm_by_mq, unreachable)
     log.info("window %s: high-water marks of %s: %s", window_id, spec.topic,
              {str(mq): off for mq, off in sorted(hwm_by_mq.items())})
     _clear_leftovers(staging)
@@ -208,8 +210,7 @@ def run_window(
     collector = WindowCollector(
         {_key(mq): off for mq, off in hwm_by_mq.items()},
         sink=writer.put,
-        starts=AdminStarts(admin, GroupStart(spec.consumer_group, spec.consume_from_where,
-                                             spec.consume_timestamp_ms), hwm_by_mq),
+        starts=AdminStarts(admin, group_start, hwm_by_mq),
         tags=parse_tag_expression(spec.expression),
         max_messages=spec.max_messages,
         max_bytes=spec.max_bytes,

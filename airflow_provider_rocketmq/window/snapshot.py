@@ -33,7 +33,13 @@ from airflow_provider_rocketmq.window.manifest import (
 from airflow_provider_rocketmq.window.reach import reachable_high_water_marks
 from airflow_provider_rocketmq.window.runner import WindowResult
 from airflow_provider_rocketmq.window.staging import StagingLocation
-from airflow_provider_rocketmq.window.starts import GroupConsumed, GroupStart, StartAdmin, initial_offset
+from airflow_provider_rocketmq.window.starts import (
+    GroupConsumed,
+    GroupStart,
+    StartAdmin,
+    decidable_queues,
+    initial_offset,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +107,9 @@ def snapshot_window(spec: OffsetsWindow, admin: SnapshotAdmin, *, namesrv: str =
         log.info("offsets window %s already snapshotted: %s", manifest.window_id, path)
         return WindowResult(str(path), _offsets(manifest), 0, manifest.window_id, reused=True)
     # a broker that does not answer is left out: its queues wait for the next window (window/reach.py)
-    marks = sorted(reachable_high_water_marks(admin, spec.topic)[0].items())
+    reachable, unreachable = reachable_high_water_marks(admin, spec.topic)
     group = GroupStart(spec.consumer_group, spec.consume_from_where, spec.consume_timestamp_ms)
+    marks = sorted(decidable_queues(admin, group, reachable, unreachable).items())
     consumed = GroupConsumed(admin, spec.consumer_group, [mq for mq, _ in marks])
     ranges = cap_ranges([(initial_offset(admin, group, mq, high, consumed), high) for mq, high in marks],
                         spec.max_messages)

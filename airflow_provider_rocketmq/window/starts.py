@@ -68,6 +68,28 @@ def initial_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue, high_
     return high_water
 
 
+def decidable_queues(admin: StartAdmin, group: GroupStart, marks: Mapping[MessageQueue, int],
+                     unreachable: Mapping[str, str]) -> dict[MessageQueue, int]:
+    """``marks`` without the queues whose start cannot be decided while a broker is unreachable.
+
+    A queue the group never committed starts where `initial_offset` says, which (unless the group
+    reads from the first offset) depends on whether the group has consumed the topic. With a broker
+    unreachable, the group's commits may all be on it: when no reachable queue shows a commit above 0,
+    the never-committed queues wait for the next window, as the unreachable broker's queues do, instead
+    of starting at the high-water mark or a timestamp and skipping what a topic's added queues hold."""
+    if not unreachable or group.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return dict(marks)
+    committed = {mq: admin.committed_offset(group.consumer_group, mq) for mq in marks}
+    if any(off > 0 for off in committed.values()):
+        return dict(marks)  # the group has consumed the topic: every start is decided
+    waiting = sorted(mq for mq, off in committed.items() if off < 0)
+    if waiting:
+        log.warning("queues %s: never committed by %s, and whether the group consumed the topic is on "
+                    "unreachable broker(s) %s: left to the next window", ", ".join(map(str, waiting)),
+                    group.consumer_group, ", ".join(sorted(unreachable)))
+    return {mq: high for mq, high in marks.items() if mq not in waiting}
+
+
 def floor_offset(admin: StartAdmin, group: GroupStart, mq: MessageQueue) -> int:
     """Below this offset ``mq``'s messages are in another window (committed) or gone (min offset)."""
     return max(admin.committed_offset(group.consumer_group, mq), admin.min_offset(mq))

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Producer, PushConsumer
-from airflow_provider_rocketmq.client.consumer.config import ConsumerConfig
+from airflow_provider_rocketmq.client.consumer.config import ConsumeFromWhere, ConsumerConfig
 from airflow_provider_rocketmq.client.protocol.errors import RequestTimeoutError
 from airflow_provider_rocketmq.embedded import EmbeddedCluster
 from airflow_provider_rocketmq.window.commit import commit_manifest
@@ -75,6 +75,40 @@ def test_an_offsets_window_leaves_a_silent_broker_to_the_next_window(cluster: Em
         # broker-b's queues come whole with the next window; broker-a's were committed
         assert _queues(second) == {("broker-a", 0): (5, 5), ("broker-a", 1): (5, 5),
                                    ("broker-b", 0): (0, 5), ("broker-b", 1): (0, 5)}
+
+
+@pytest.mark.parametrize("handoff", ["offsets", "staging"])
+def test_queues_never_committed_wait_while_the_broker_with_the_commits_is_silent(cluster: EmbeddedCluster,
+                                                                                  tmp_path: Path, handoff: str) -> None:
+    # The group reads from the last offset and has consumed the topic, but all its commits are on
+    # broker-b; broker-a's queues were never committed (added to the topic since): they hold messages
+    # new to the group (2 left after retention). With broker-b silent nothing shows that the group
+    # consumed: starting them at the high-water mark (and committing that) would skip them for good.
+    last = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+
+    def window(admin: Admin, name: str) -> Any:
+        if handoff == "offsets":
+            return snapshot_window(OffsetsWindow(TOPIC, GROUP, str(tmp_path / name), window_id=name,
+                                                 consume_from_where=last), admin)
+        return run_window(WindowSpec(topic=TOPIC, consumer_group=GROUP, staging_dir=str(tmp_path / name),
+                                     window_id=name, consume_from_where=last, assignment_timeout=20,
+                                     idle_timeout=20, shutdown_timeout=5), admin, _factory(cluster))
+
+    with _admin(cluster) as admin:
+        for mq in admin.topic_queues(TOPIC):
+            if mq.broker_name == "broker-b":
+                admin.update_consumer_offset(GROUP, mq, 5)
+            else:  # retention took offsets 0-1: a broker answers "not found" (not 0) for the group's offset
+                cluster.broker("broker-a").store.delete_before(TOPIC, mq.queue_id, 2)
+        cluster.drop_responses(None, broker="broker-b")
+        first = window(admin, "w1")
+        assert _queues(first) == {}  # broker-a's starts cannot be decided yet: they wait, uncommitted
+        commit_manifest(admin, read_manifest(first.manifest))
+        cluster.clear_faults()
+        second = window(admin, "w2")
+        # the group's commits are visible again: broker-a's queues are new to it and come whole
+        assert _queues(second) == {("broker-a", 0): (2, 5), ("broker-a", 1): (2, 5),
+                                   ("broker-b", 0): (5, 5), ("broker-b", 1): (5, 5)}
 
 
 def _factory(cluster: EmbeddedCluster) -> Callable[[Listener], Any]:
