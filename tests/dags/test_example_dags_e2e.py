@@ -129,13 +129,13 @@ def run_id_of(run: subprocess.CompletedProcess[str]) -> str:
 # windows, a re-run after the staging was lost; tests/spark/load/test_load_faults.py case d) and the DAG's
 # happy paths by the other tests of this file.
 @pytest.mark.skipif(os.environ.get("ROCKETMQ_LOAD_FAULTS_FULL", "") in ("", "0"),
-                    reason="issue 10's failure scenarios through the whole DAG run with ROCKETMQ_LOAD_FAULTS_FULL=1 "
+                    reason="the load's failure scenarios through the whole DAG run with ROCKETMQ_LOAD_FAULTS_FULL=1 "
                     "(about 5 minutes); CI checks them at the job level (tests/spark/load/test_load_window.py, "
                     "test_load_faults.py)")
 @pytest.mark.timeout(900)  # four Spark launches and five Airflow starts: ~8 min on the loaded shared machine
 def test_failed_load_then_failed_commit_then_lost_staging_never_duplicate_nor_lose(
         demo: Demo, embedded_cluster: Any) -> None:
-    """Issue 10's scenarios through `airflow dags test` + `spark-submit`, in one test so that Airflow
+    """The load's failure scenarios through `airflow dags test` + `spark-submit`, in one test so that Airflow
     and Spark start as few times as possible: a failed load commits nothing; a load that succeeds
     while the offset commit fails, then the next run restaging the same offsets under its own
     window id (output rows == distinct messages); a task re-run after the staging was lost (new
