@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from .chaos import flow
 from .chaos.checker import Row, check
 from .chaos.producer import body_of
 from .chaos.schedule import FAULT_KINDS, NET_CUT, OBJSTORE_ERRORS, Capabilities, Schedule, draw
@@ -114,3 +115,18 @@ def test_a_timed_out_send_stored_late_is_no_order_violation() -> None:
     assert v.ok and v.late_stored == 1 and v.order == 0, v.to_json()
     stale["ok"], stale["b"], stale["q"], stale["o"] = True, "a", 0, hw[("a", 0)] - 1  # acknowledged: a violation
     assert check(TOPIC, attempts, hw, committed, rows, orderly=True).order == 1
+
+
+def test_a_topic_whose_route_lost_a_broker_is_not_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # seed 1041: the name server dropped broker-b from the route for a while; the lag and the committed
+    # offsets of what the route showed (broker-a) agreed, and the run "converged" with broker-b's messages
+    # unseen. A topic is settled only when its route shows every queue it had.
+    run = flow.ChaosRun.__new__(flow.ChaosRun)  # only what _caught_up reads
+    run.cluster, run.topic, run.group, run.route_queues = object(), TOPIC, "G", 4
+    route = {("broker-a", 0): 5, ("broker-a", 1): 5}
+    monkeypatch.setattr(flow, "high_water", lambda cluster, topic: dict(route))
+    monkeypatch.setattr(flow, "committed_snapshot", lambda cluster, group, topic: dict(route))
+    monkeypatch.setattr(flow, "SETTLE_S", 0.0)
+    assert run._caught_up() is None
+    route.update({("broker-b", 0): 3, ("broker-b", 1): 4})  # registered again: all 4 queues, all committed
+    assert run._caught_up() == (route, route)
