@@ -79,8 +79,9 @@ def decidable_queues(admin: StartAdmin, group: GroupStart, marks: Mapping[Messag
     of starting at the high-water mark or a timestamp and skipping what a topic's added queues hold."""
     if not unreachable or group.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
         return dict(marks)
-    committed = {mq: admin.committed_offset(group.consumer_group, mq) for mq in marks}
-    if any(off > 0 for off in committed.values()):
+    consumed = GroupConsumed(admin, group.consumer_group, marks)
+    committed = consumed.offsets()
+    if consumed():
         return dict(marks)  # the group has consumed the topic: every start is decided
     waiting = sorted(mq for mq, off in committed.items() if off < 0)
     if waiting:
@@ -102,10 +103,19 @@ class GroupConsumed:
     def __init__(self, admin: StartAdmin, group: str, queues: Iterable[MessageQueue]) -> None:
         self.admin, self.group, self.queues = admin, group, list(queues)
         self._answer: bool | None = None
+        self._offsets: dict[MessageQueue, int] | None = None
+
+    def offsets(self) -> dict[MessageQueue, int]:
+        """The group's committed offset of every queue (-1: none), read once."""
+        if self._offsets is None:
+            self._offsets = {mq: self.admin.committed_offset(self.group, mq) for mq in self.queues}
+        return self._offsets
 
     def __call__(self) -> bool:
         if self._answer is None:
-            self._answer = any(self.admin.committed_offset(self.group, mq) > 0 for mq in self.queues)
+            read = self._offsets.values() if self._offsets is not None else (
+                self.admin.committed_offset(self.group, mq) for mq in self.queues)  # stops at the first
+            self._answer = any(off > 0 for off in read)
         return self._answer
 
 
