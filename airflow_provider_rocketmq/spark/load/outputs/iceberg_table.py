@@ -26,7 +26,6 @@ catalog's ``uri``, tokens and passwords stay on the driver), inside the serializ
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -263,7 +262,6 @@ def check_table(table: Table, body_format: str) -> None:
 def open_table(catalog: Catalog, target: IcebergTarget, body_format: str) -> tuple[Table, bool]:
     """Load the table (creating it when the target asks); returns it and whether this call created it."""
     from pyiceberg.exceptions import (
-        NamespaceAlreadyExistsError,
         NoSuchNamespaceError,
         NoSuchTableError,
         TableAlreadyExistsError,
@@ -291,9 +289,27 @@ def open_table(catalog: Catalog, target: IcebergTarget, body_format: str) -> tup
         except NoSuchNamespaceError:
             if attempt:
                 raise
-            with contextlib.suppress(NamespaceAlreadyExistsError):
-                catalog.create_namespace(namespace)
+            _create_namespace(catalog, namespace)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _create_namespace(catalog: Catalog, namespace: tuple[str, ...]) -> None:
+    """Create the namespace unless another load already has.
+
+    Two loads that create the same table at once also race here. A catalog that checks before it
+    inserts (pyiceberg's SQL catalog) lets both pass the check, and the second insert fails with
+    its database's error (a unique-constraint violation), not NamespaceAlreadyExistsError: the
+    namespace is there all the same, which is all this load needs.
+    """
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
+    try:
+        catalog.create_namespace(namespace)
+    except NamespaceAlreadyExistsError:
+        pass
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
 
 
 def io_properties(table: Table) -> dict[str, str]:

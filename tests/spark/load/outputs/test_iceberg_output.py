@@ -9,6 +9,7 @@ import json
 import pickle
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -32,6 +33,7 @@ from airflow_provider_rocketmq.spark.load.outputs.iceberg_table import (
     CONF_ENV,
     catalog_properties,
     open_catalog,
+    open_table,
     parse_target,
 )
 from tests.s3_server import MotoS3
@@ -165,6 +167,35 @@ def test_created_table_has_the_loader_columns_and_window_partitions(tmp_path: Pa
     binary = IcebergOutput("iceberg://t/db.raw?create=true&partition=none", conf_properties(conf), "binary")
     binary.validate()
     assert str(binary.table.schema().find_type("body")) == "binary" and not binary.table.spec().fields
+
+
+def test_two_loads_creating_the_namespace_at_once_both_open_the_table(tmp_path: Path) -> None:
+    """pyiceberg's SQL catalog checks that a namespace is absent, then inserts it: when another load
+    inserts in between, the insert fails with sqlite's unique-constraint error (CI, two
+    spark-submits creating ``db`` together). The load goes on: the namespace is there."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    props = conf_properties(catalog_conf(tmp_path))
+    other = SqlCatalog("t", **props)
+
+    class CheckedBeforeTheOthersInsert(SqlCatalog):
+        creating = raced = False
+
+        def create_namespace(self, namespace: Any, properties: Any = None) -> None:
+            self.creating = True
+            super().create_namespace(namespace, properties or {})
+
+        def namespace_exists(self, namespace: Any) -> bool:
+            exists = super().namespace_exists(namespace)
+            if self.creating and not self.raced:  # create_namespace's own check, then the other's insert
+                self.raced = True
+                other.create_namespace(namespace)
+            return exists
+
+    catalog = CheckedBeforeTheOthersInsert("t", **props)
+    table, created = open_table(catalog, parse_target(URL), "utf8")
+    assert catalog.raced and created
+    assert other.load_table(("db", "events")).metadata.table_uuid == table.metadata.table_uuid
 
 
 def test_existing_tables_that_do_not_fit_are_refused_naming_the_column(tmp_path: Path) -> None:
