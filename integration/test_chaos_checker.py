@@ -6,11 +6,14 @@ its own counter; a correct output passes. A seed always draws the same schedule.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from .chaos import flow
+from .chaos import flow, mutations
 from .chaos.checker import Row, check
 from .chaos.producer import body_of
 from .chaos.schedule import FAULT_KINDS, NET_CUT, OBJSTORE_ERRORS, Capabilities, Schedule, draw
@@ -130,3 +133,29 @@ def test_a_topic_whose_route_lost_a_broker_is_not_settled(monkeypatch: pytest.Mo
     assert run._caught_up() is None
     route.update({("broker-b", 0): 3, ("broker-b", 1): 4})  # registered again: all 4 queues, all committed
     assert run._caught_up() == (route, route)
+
+
+@pytest.mark.parametrize("name", sorted(mutations.MUTATIONS))
+def test_each_mutation_applies_once_and_leaves_code_that_runs(name: str, tmp_path: Path) -> None:
+    """A mutation's text must still fit the code: once in the package, and the mutated file free of
+    undefined names (the ledger-check mutation once named a module alias the file no longer
+    imported: every load crashed, and the runs' failure said nothing about the ledger check)."""
+    changed = mutations.apply(mutations.MUTATIONS[name], tmp_path)
+    assert "MUTATION" in changed.read_text()
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "E9,F821,F822,F823",
+                          str(changed)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_mutation_is_caught_only_by_the_defect_it_makes(capsys: pytest.CaptureFixture[str]) -> None:
+    m = mutations.MUTATIONS["ledger-check"]  # expects duplicates
+    duplicated = {"seed": 4, "ok": False, "verdict": {"duplicates": 3, "lost": 0}, "problems": []}
+    crashed = {"seed": 4, "ok": False, "verdict": {"duplicates": 0, "lost": 513},
+               "problems": ["no convergence after 8 cycles without faults"]}
+    passed = {"seed": 5, "ok": True, "verdict": {"duplicates": 0, "lost": 0}, "problems": []}
+    assert mutations.verdict(m, [passed, duplicated]) == 0
+    assert "CAUGHT: duplicates in seed(s) 4" in capsys.readouterr().out
+    assert mutations.verdict(m, [crashed, passed]) == 1
+    assert "INCONCLUSIVE" in capsys.readouterr().out
+    assert mutations.verdict(m, [passed]) == 1
+    assert "NOT CAUGHT" in capsys.readouterr().out

@@ -87,7 +87,10 @@ def make_cluster(workdir: Path, full: bool) -> Cluster:
     return EmbeddedProcessCluster(workdir / "cluster")
 
 
-def run_seeds(args: argparse.Namespace, run_args: dict[str, Any] | None = None) -> int:
+def run_seeds(args: argparse.Namespace, run_args: dict[str, Any] | None = None,
+              records: list[dict[str, Any]] | None = None) -> int:
+    """Run the seeds of ``args``; 1 when a run failed the check. Each run's record is appended to
+    ``records`` when given (and to ``--results``)."""
     if args.full:
         args.rotate_outputs = True
         args.results = args.results or "chaos-results.jsonl"
@@ -121,6 +124,8 @@ def run_seeds(args: argparse.Namespace, run_args: dict[str, Any] | None = None) 
                               "rotate_outputs": args.rotate_outputs}
             record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             print(record["line"], flush=True)
+            if records is not None:
+                records.append(record)
             if not record["ok"]:
                 failed += 1
                 _explain(record)

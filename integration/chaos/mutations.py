@@ -12,8 +12,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import airflow_provider_rocketmq
 
@@ -25,29 +27,30 @@ class Mutation:
     old: str
     new: str
     seeds: str  # seeds that exercise it (the default of --seeds)
+    expect: str  # the checker's count that must show it: "duplicates" or "lost"
     extra: tuple[str, ...] = ()  # default run options
 
 
 MUTATIONS = {m.name: m for m in (
     Mutation("ledger-check",
              "the load ignores what the output's ledger holds (loads every offset of its manifests again)",
-             "    held = state.held\n", "    held = lg.OffsetRanges()  # MUTATION: ledger ignored\n",
-             "4", ("--outputs", "local", "--faults", "kill-commit", "--cycles", "1")),
+             "    held = state.held\n", "    held = OffsetRanges()  # MUTATION: ledger ignored\n",
+             "4", "duplicates", ("--outputs", "local", "--faults", "kill-commit", "--cycles", "1")),
     Mutation("create-if-absent",
              "an object store load creates its ledger entry with a plain PUT (overwriting), not If-None-Match: *",
              "                self._create(self._entry_path(seq), body)\n",
              "                self.fs.pipe_file(self._entry_path(seq), body)  # MUTATION: overwrite\n",
-             "1", ("--outputs", "s3", "--faults", "concurrent-loads", "--cycles", "1")),
+             "1", "duplicates", ("--outputs", "s3", "--faults", "concurrent-loads", "--cycles", "1")),
     Mutation("lost-answer-readback",
              "an object store load whose ledger-entry create failed does not read the entry back (and deletes "
              "its files: the state before the fix found by this harness)",
              "                other = self._entry_after_lost_answer(seq, load_id, exc)\n",
              "                raise  # MUTATION: outcome taken as failed\n",
-             "4", ("--outputs", "s3", "--faults", "objstore-errors,kill-driver,zombie-loader", "--cycles", "1")),
+             "4", "lost", ("--outputs", "s3", "--faults", "objstore-errors,kill-driver,zombie-loader", "--cycles", "1")),
     Mutation("commit-after-load",
              "the window commits its end offsets when staged, not after the load (--no-commit ignored)",
              "commit=not args.no_commit,", "commit=True,  # MUTATION: committed before the load\n       ",
-             "4", ("--outputs", "local", "--faults", "kill-driver", "--cycles", "1")),
+             "4", "lost", ("--outputs", "local", "--faults", "kill-driver", "--cycles", "1")),
 )}
 
 
@@ -87,12 +90,31 @@ def main(argv: list[str]) -> int:
         print(f"mutation {m.name}: {m.what}\n  applied in {changed.relative_to(root)}", flush=True)
         env = {"PYTHONPATH": str(root)}
         app = str(root / Path(_load_app()).relative_to(Path(airflow_provider_rocketmq.__file__).parent.parent))
-        rc = run_seeds(args, {"env": env, "app": app})
+        records: list[dict[str, Any]] = []
+        run_seeds(args, {"env": env, "app": app}, records)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    caught = rc != 0
-    print(f"mutation {m.name}: {'CAUGHT: the checker failed runs' if caught else 'NOT CAUGHT: every run passed'}")
-    return 0 if caught else 1
+    return verdict(m, records)
+
+
+def verdict(m: Mutation, records: Sequence[Mapping[str, Any]]) -> int:
+    """0 when a run failed the check by the defect the mutation makes (its ``expect`` count above 0).
+
+    A run that fails otherwise (no convergence, a crash) does not count: a mutation whose text no
+    longer fits the code around it (a name imported differently) breaks every load, and "caught"
+    would then say nothing about the protection.
+    """
+    hits = [r for r in records if not r["ok"] and (r.get("verdict") or {}).get(m.expect, 0) > 0]
+    if hits:
+        print(f"mutation {m.name}: CAUGHT: {m.expect} in seed(s) " + ", ".join(str(r["seed"]) for r in hits))
+        return 0
+    others = [r for r in records if not r["ok"]]
+    if others:
+        print(f"mutation {m.name}: INCONCLUSIVE: runs failed, but none with {m.expect} (" + "; ".join(
+            f"seed {r['seed']}: {'; '.join(r.get('problems') or ['see its log'])}" for r in others) + ")")
+    else:
+        print(f"mutation {m.name}: NOT CAUGHT: every run passed")
+    return 1
 
 
 def _load_app() -> str:
