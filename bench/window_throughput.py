@@ -18,6 +18,11 @@ and prints for each:
 - staged: bytes of Parquet written (zstd) and the number of files;
 - window/(a): the window's rate against (a)'s in the same run.
 
+Each topic's runs are preceded by --warmup unmeasured pairs (default 1): a broker just started, or
+just topped up, serves the first full read at several times its usual CPU per message, and that
+read would otherwise count against whichever side ran first. Within a run the window goes first in
+odd runs and (a) in even ones, so what drifts between the two reads favours neither.
+
 It ends with the targets over the runs (window >= 80 % of (a)'s rate, window CPU <= (a)'s CPU
 + 1.0 CPU-s/M in the same run, peak RSS <= 250 MB): in how many runs each was met, with the
 medians. The targets hold when they are met in every run (5 by default).
@@ -34,6 +39,8 @@ Two ways to get a backlog:
     [--profile DIR]   # also record each window run with py-spy (pip install py-spy)
     [--profile-mode threads]  # ... every thread with native frames: shares running / waiting for the GIL / idle
     [--no-push]       # the window runs only
+    [--warmup N]      # unmeasured pairs before the runs (default 1)
+    [--without-parquet]  # diagnostic: the window without building columns or writing Parquet
     [--broker-pid PID]  # a real broker's JVM: its CPU per million beside each run (repeatable)
 
 The broker's CPU is not in the client's figures (it runs in another process); it is shown beside
@@ -112,6 +119,7 @@ for name in cli.COMMAND_MODULES:  # and what building the command line imports (
         importlib.import_module(name)
     except ImportError:
         pass
+%(patch)s
 threading.Thread(target=sampler, daemon=True, name="bench-sampler").start()
 base = baseline()
 ru0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -178,9 +186,25 @@ def _child(code: str, profile: str | None = None) -> dict[str, Any]:
     return result
 
 
+# --without-parquet: the writer thread counts the rows it is handed and builds no column and writes no
+# Parquet (the manifest lists one empty part file): what the window costs without its staging work
+WITHOUT_PARQUET = r"""
+from airflow_provider_rocketmq.window import writer as _writer
+def _count_only(self, group):
+    if self._parquet is None:
+        self._open_file()
+    n = sum(b.count for b in group)
+    self._file_rows += n
+    self.rows += n
+_writer.StagingWriter._write_group = _count_only
+"""
+STAGE_PARQUET = True  # --without-parquet sets it False
+
+
 def run_window(namesrv: str, topic: str, group: str, staging: str, profile: str | None) -> dict[str, Any]:
     argv = ["window", "--namesrv", namesrv, "--group", group, "--topic", topic, "--staging", staging, "--json"]
-    result = _child(WINDOW_CHILD % {"root": ROOT, "argv": argv}, profile)
+    patch = "" if STAGE_PARQUET else WITHOUT_PARQUET
+    result = _child(WINDOW_CHILD % {"root": ROOT, "argv": argv, "patch": patch}, profile)
     window = next(json.loads(line) for line in result["stdout"].splitlines() if line.startswith("{"))
     with open(window["manifest"], encoding="utf-8") as fh:
         manifest = json.load(fh)
@@ -248,6 +272,28 @@ def _details(r: dict[str, Any], total: int) -> str:
     return line
 
 
+LABELS = {"window": "window", "a": "(a)"}
+
+
+def pair_order(run: int, no_push: bool) -> tuple[str, ...]:
+    """Which side of run ``run`` (1-based) goes first: the window in odd runs, (a) in even ones, so that
+    whatever drifts between the two reads of a pair (the broker's caches, its JIT) favours neither."""
+    if no_push:
+        return ("window",)
+    return ("window", "a") if run % 2 else ("a", "window")
+
+
+def _run_side(side: str, namesrv: str, topic: str, total: int, tag: str, profile: str | None) -> dict[str, Any]:
+    """One child: the window (staging into a temporary directory, removed after) or (a)."""
+    if side == "a":
+        return run_push(namesrv, topic, f"bench_a_{tag}", total) | {"messages": total}
+    staging = tempfile.mkdtemp(prefix="rmq-bench-window-")
+    try:
+        return run_window(namesrv, topic, f"bench_window_{tag}", staging, profile)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def verdict(runs: list[dict[str, tuple[float, float, float]]]) -> list[str]:
     """The targets over the runs, as printed lines; ``runs[i]["window"|"a"] = (msgs/s, CPU-s/M, peak RSS
     MB)``. A run without an (a) counts for the RSS target only."""
@@ -293,6 +339,44 @@ def _targets(args: argparse.Namespace, ap: argparse.ArgumentParser) -> list[tupl
     return [(f"BenchWindow{n}", lambda n=n: embedded(n)) for n in (int(s) for s in args.sizes.split(","))]
 
 
+def _bench_topic(args: argparse.Namespace, namesrv: str, topic: str, total: int,
+                 runs: list[dict[str, tuple[float, float, float]]]) -> None:
+    """The warm-up pairs, then the measured runs of one backlog; appends each run's figures to ``runs``."""
+    for warm in range(1, args.warmup + 1):
+        for side in pair_order(warm, args.no_push):
+            r = _run_side(side, namesrv, topic, total, f"{os.getpid()}_{total}_w{warm}_{int(time.time())}", None)
+            assert r["messages"] == total, (side, r["messages"], total)
+            print(f"{total:>9} {'w' + str(warm):>3} {LABELS[side]:<7} {total / r['wall']:>9.0f} "
+                  f"{r['cpu'] / total * 1e6:>8.2f}   (warm-up, not counted)", flush=True)
+    for run in range(1, args.runs + 1):
+        tag = f"{os.getpid()}_{total}_{run}_{int(time.time())}"
+        profile = os.path.join(args.profile, f"window-{total}-{run}.txt") if args.profile else None
+        result = {side: _run_side(side, namesrv, topic, total, tag, profile if side == "window" else None)
+                  for side in pair_order(run, args.no_push)}
+        w = result["window"]
+        assert w["messages"] == total, (w["messages"], total)
+        w_rate, w_cpu, w_rss = total / w["wall"], w["cpu"] / total * 1e6, w["maxrss_kb"] / 1024
+        runs.append({"window": (w_rate, w_cpu, w_rss)})
+        print(f"{total:>9} {run:>3} {'window':<7} {w_rate:>9.0f} {w_cpu:>8.2f} {w_rss:>7.0f}MB "
+              f"{w['staged'] / 2**20:>8.1f}MB {w['files']:>5} "
+              f"{w['startup_wall']:>5.1f}s/{w['startup_cpu']:.1f}cpu", flush=True)
+        print(f"{'':>22}{_details(w, total)}", flush=True)
+        if profile and PROFILE_MODE == "threads":
+            states = thread_states(profile)
+            print(f"{'':>22}py-spy samples by thread (run / GIL wait / idle): " + ", ".join(
+                f"{n} {s['run']:.0%}/{s['gil']:.0%}/{s['idle']:.0%}" for n, s in
+                sorted(states.items(), key=lambda kv: -kv[1]["samples"]) if s["samples"] >= 20), flush=True)
+        if "a" not in result:
+            continue
+        a = result["a"]
+        a_rate, a_cpu, a_rss = total / a["wall"], a["cpu"] / total * 1e6, a["maxrss_kb"] / 1024
+        runs[-1]["a"] = (a_rate, a_cpu, a_rss)
+        first = "window first" if pair_order(run, False)[0] == "window" else "(a) first"
+        print(f"{total:>9} {run:>3} {'(a)':<7} {a_rate:>9.0f} {a_cpu:>8.2f} {a_rss:>7.0f}MB "
+              f"{'':>10} {'':>5} {'':>14} window/(a) {w_rate / a_rate:.1%} ({first})", flush=True)
+        print(f"{'':>22}{_details(a, total)}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--namesrv", default=None, help="use this broker's name server instead of the embedded broker")
@@ -302,6 +386,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000000,5000000", help="embedded broker: window sizes, comma-separated")
     ap.add_argument("--size", type=int, default=100, help="body bytes of generated messages (default 100)")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--without-parquet", action="store_true",
+                    help="diagnostic: the window's writer builds no column and writes no Parquet (it counts rows)")
+    ap.add_argument("--warmup", type=int, default=1, metavar="N",
+                    help="unmeasured pairs before the runs of each topic (default 1): a broker just started or "
+                         "just topped up serves the first read at several times its usual CPU per message")
     ap.add_argument("--no-push", action="store_true", help="skip the push consumer (a) runs")
     ap.add_argument("--profile", default=None, metavar="DIR", help="py-spy raw profiles of every window run go here")
     ap.add_argument("--profile-mode", choices=("gil", "threads"), default="gil",
@@ -311,6 +400,10 @@ def main() -> None:
                     help="a broker process (e.g. the JVM's pid) whose CPU is shown beside each run (repeatable)")
     args = ap.parse_args()
     BROKER_PIDS[:] = args.broker_pid
+    global STAGE_PARQUET
+    STAGE_PARQUET = not args.without_parquet
+    if args.without_parquet:
+        print("# --without-parquet: a diagnostic (nothing staged); the targets printed at the end do not apply")
     global PROFILE_MODE
     PROFILE_MODE = args.profile_mode
     if (args.namesrv is None) != (args.topic is None):
@@ -331,34 +424,7 @@ def main() -> None:
             print(f"# {topic} holds no message: skipped")
             continue
         try:
-            for run in range(1, args.runs + 1):
-                tag = f"{os.getpid()}_{total}_{run}_{int(time.time())}"
-                staging = tempfile.mkdtemp(prefix="rmq-bench-window-")
-                profile = os.path.join(args.profile, f"window-{total}-{run}.txt") if args.profile else None
-                try:
-                    w = run_window(namesrv, topic, f"bench_window_{tag}", staging, profile)
-                finally:
-                    shutil.rmtree(staging, ignore_errors=True)
-                assert w["messages"] == total, (w["messages"], total)
-                w_rate, w_cpu, w_rss = total / w["wall"], w["cpu"] / total * 1e6, w["maxrss_kb"] / 1024
-                runs.append({"window": (w_rate, w_cpu, w_rss)})
-                print(f"{total:>9} {run:>3} {'window':<7} {w_rate:>9.0f} {w_cpu:>8.2f} {w_rss:>7.0f}MB "
-                      f"{w['staged'] / 2**20:>8.1f}MB {w['files']:>5} "
-                      f"{w['startup_wall']:>5.1f}s/{w['startup_cpu']:.1f}cpu", flush=True)
-                print(f"{'':>22}{_details(w, total)}", flush=True)
-                if profile and PROFILE_MODE == "threads":
-                    states = thread_states(profile)
-                    print(f"{'':>22}py-spy samples by thread (run / GIL wait / idle): " + ", ".join(
-                        f"{n} {s['run']:.0%}/{s['gil']:.0%}/{s['idle']:.0%}" for n, s in
-                        sorted(states.items(), key=lambda kv: -kv[1]["samples"]) if s["samples"] >= 20), flush=True)
-                if args.no_push:
-                    continue
-                a = run_push(namesrv, topic, f"bench_a_{tag}", total)
-                a_rate, a_cpu, a_rss = total / a["wall"], a["cpu"] / total * 1e6, a["maxrss_kb"] / 1024
-                runs[-1]["a"] = (a_rate, a_cpu, a_rss)
-                print(f"{total:>9} {run:>3} {'(a)':<7} {a_rate:>9.0f} {a_cpu:>8.2f} {a_rss:>7.0f}MB "
-                      f"{'':>10} {'':>5} {'':>14} window/(a) {w_rate / a_rate:.1%}", flush=True)
-                print(f"{'':>22}{_details(a, total)}", flush=True)
+            _bench_topic(args, namesrv, topic, total, runs)
         finally:
             if broker is not None:
                 broker.terminate()
