@@ -286,7 +286,7 @@ def pair_order(run: int, no_push: bool) -> tuple[str, ...]:
 def _run_side(side: str, namesrv: str, topic: str, total: int, tag: str, profile: str | None) -> dict[str, Any]:
     """One child: the window (staging into a temporary directory, removed after) or (a)."""
     if side == "a":
-        return run_push(namesrv, topic, f"bench_a_{tag}", total) | {"messages": total}
+        return run_push(namesrv, topic, f"bench_a_{tag}", total)
     staging = tempfile.mkdtemp(prefix="rmq-bench-window-")
     try:
         return run_window(namesrv, topic, f"bench_window_{tag}", staging, profile)
@@ -345,7 +345,7 @@ def _bench_topic(args: argparse.Namespace, namesrv: str, topic: str, total: int,
     for warm in range(1, args.warmup + 1):
         for side in pair_order(warm, args.no_push):
             r = _run_side(side, namesrv, topic, total, f"{os.getpid()}_{total}_w{warm}_{int(time.time())}", None)
-            assert r["messages"] == total, (side, r["messages"], total)
+            assert side == "a" or r["messages"] == total, (r["messages"], total)
             print(f"{total:>9} {'w' + str(warm):>3} {LABELS[side]:<7} {total / r['wall']:>9.0f} "
                   f"{r['cpu'] / total * 1e6:>8.2f}   (warm-up, not counted)", flush=True)
     for run in range(1, args.runs + 1):
@@ -371,7 +371,7 @@ def _bench_topic(args: argparse.Namespace, namesrv: str, topic: str, total: int,
         a = result["a"]
         a_rate, a_cpu, a_rss = total / a["wall"], a["cpu"] / total * 1e6, a["maxrss_kb"] / 1024
         runs[-1]["a"] = (a_rate, a_cpu, a_rss)
-        first = "window first" if pair_order(run, False)[0] == "window" else "(a) first"
+        first = "window first" if next(iter(result)) == "window" else "(a) first"
         print(f"{total:>9} {run:>3} {'(a)':<7} {a_rate:>9.0f} {a_cpu:>8.2f} {a_rss:>7.0f}MB "
               f"{'':>10} {'':>5} {'':>14} window/(a) {w_rate / a_rate:.1%} ({first})", flush=True)
         print(f"{'':>22}{_details(a, total)}", flush=True)
