@@ -431,6 +431,56 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
     batches = [b for b in batches if b.count]
     if not batches:
         return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+    r = _records(batches)
+    props, (tags, keys, uniq, retry_topic) = split_properties(r.props_raw, r.n, _NAMED)
+    topic = _rewrite_topics(batches, r.counts, r.topic, retry_topic, pa, pc, np)
+    msg_id = uniq
+    if uniq.null_count:
+        msg_id = pc.coalesce(uniq, _offset_msg_ids(r.f.store_host, r.mat[:, 28:36], r.n, pa, np))
+    head = r.head
+    columns = [
+        topic,
+        _broker_column(batches, r.counts, r.n),
+        _ints(head["queue_id"].astype(np.int32), pa),
+        _ints(head["queue_offset"].astype(np.int64), pa),
+        msg_id,
+        tags,
+        keys,
+        props,
+        _ints(head["born_timestamp"].astype(np.int64), pa),
+        _ints(r.f.store_timestamp.astype(np.int64), pa),
+        _ints(r.f.reconsume_times.astype(np.int32), pa),
+        _body_column(batches, r.bases, r.data, r.starts, r.f),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+# the properties that have columns of their own, and the one a retry topic's restore reads
+_NAMED = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_RETRY_TOPIC)
+
+
+class _Records:
+    """The fields of the kept records of some batches, gathered once (see `_records`)."""
+
+    __slots__ = ("bases", "counts", "data", "f", "head", "mat", "n", "props_raw", "starts", "topic")
+
+    def __init__(self, data: bytes, starts: Any, bases: Any, counts: Any, mat: Any, head: Any, f: _Fields,
+                 topic: Any, props_raw: Any) -> None:
+        self.data = data  # the batches' pull bodies, concatenated
+        self.starts = starts  # each record's start in data
+        self.bases = bases  # each batch's start in data
+        self.counts = counts  # each batch's record count
+        self.n = len(starts)
+        self.mat = mat  # (n, 88) fixed prefixes
+        self.head = head  # mat as the fixed prefix's structured dtype
+        self.f = f
+        self.topic = topic  # as stored (before the pull filter's rewrites)
+        self.props_raw = props_raw  # each record's properties string, UTF-8 checked
+
+
+def _records(batches: Sequence[ColumnBatch]) -> _Records:
+    """Every field of the kept records of ``batches`` (none empty), read with numpy gathers."""
+    np = _Lazy.np
     data, starts, bases, counts = _concatenated(batches, np)
     n = len(starts)
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -443,24 +493,8 @@ def to_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
     else:
         f = _Fields(head["body_len"].astype(np.int64), starts + _MIN_RECORD, head["store_timestamp"],
                     head["reconsume_times"], mat[:, 64:72])
-    topic, props, (tags, keys, uniq, retry_topic) = _topics_and_properties(batches, data, buf, head["magic"], f, n)
-    topic = _rewrite_topics(batches, counts, topic, retry_topic, pa, pc, np)
-    msg_id = pc.coalesce(uniq, _offset_msg_ids(f.store_host, mat[:, 28:36], n, pa, np)) if uniq.null_count else uniq
-    columns = [
-        topic,
-        _broker_column(batches, counts, n),
-        _ints(head["queue_id"].astype(np.int32), pa),
-        _ints(head["queue_offset"].astype(np.int64), pa),
-        msg_id,
-        tags,
-        keys,
-        props,
-        _ints(head["born_timestamp"].astype(np.int64), pa),
-        _ints(f.store_timestamp.astype(np.int64), pa),
-        _ints(f.reconsume_times.astype(np.int32), pa),
-        _body_column(batches, bases, data, starts, f),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    topic, props_raw = _topics_and_raw_properties(batches, data, buf, head["magic"], f, n)
+    return _Records(data, starts, bases, counts, mat, head, f, topic, props_raw)
 
 
 def _concatenated(batches: Sequence[ColumnBatch], np: Any) -> tuple[bytes, Any, Any, Any]:
@@ -477,11 +511,10 @@ def _concatenated(batches: Sequence[ColumnBatch], np: Any) -> tuple[bytes, Any, 
     return data, starts, bases, counts
 
 
-def _topics_and_properties(batches: Sequence[ColumnBatch], data: bytes, buf: Any, magic: Any, f: _Fields,
-                           n: int) -> tuple[Any, Any, list[Any]]:
-    """The topic column (as stored), the properties map column, and the columns of the properties
-    the schema names (TAGS, KEYS, UNIQ_KEY, RETRY_TOPIC)."""
-    pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np
+def _topics_and_raw_properties(batches: Sequence[ColumnBatch], data: bytes, buf: Any, magic: Any, f: _Fields,
+                               n: int) -> tuple[Any, Any]:
+    """The topic column (as stored) and the raw properties strings (UTF-8 checked)."""
+    pa, np = _Lazy.pa, _Lazy.np
     body_end = f.body_start + f.body_len
     v2 = magic == MAGIC_V2  # int16 topic length instead of int8
     tlen = buf[body_end].view(np.int8).astype(np.int64)
@@ -499,10 +532,18 @@ def _topics_and_properties(batches: Sequence[ColumnBatch], data: bytes, buf: Any
         props_raw = _interleaved(data, t_end + 2, plen, pa, np).cast(pa.string())
     except pa.ArrowInvalid:
         raise MessageDecodeError("message properties are not UTF-8") from None
-    wanted = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_RETRY_TOPIC)
-    split = _split_uniform(props_raw, n, pa, np, wanted)
-    props, named = split if split is not None else _split_properties(props_raw, n, pa, pc, np, wanted)
-    return topic, props, named
+    return topic, props_raw
+
+
+def split_properties(raw: pa.Array, n: int, wanted: Sequence[str]) -> tuple[pa.Array, list[pa.Array]]:
+    """Raw properties strings (``name\x01value\x02...``, UTF-8) -> the properties map column and
+    the columns of the ``wanted`` names' values (null where a record lacks one)."""
+    _Lazy.load()
+    pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np
+    if not n:
+        return pa.nulls(0, pa.map_(pa.string(), pa.string())), [pa.nulls(0, pa.string()) for _ in wanted]
+    split = _split_uniform(raw, n, pa, np, wanted)
+    return split if split is not None else _split_properties(raw, n, pa, pc, np, wanted)
 
 
 def _body_column(batches: Sequence[ColumnBatch], bases: Any, data: bytes, starts: Any, f: _Fields) -> Any:

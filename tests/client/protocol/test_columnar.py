@@ -31,6 +31,11 @@ from airflow_provider_rocketmq.client.protocol.message import (
 )
 from airflow_provider_rocketmq.client.protocol.names import strip_namespace
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
+from airflow_provider_rocketmq.client.protocol.raw_columns import (
+    messages_from_raw,
+    raw_message_schema,
+    to_raw_record_batch,
+)
 from tests import recorded_vectors as vectors
 
 MQ = MessageQueue("Topic", "broker-b", 3)
@@ -101,6 +106,10 @@ def assert_same(body: bytes, mq: MessageQueue = MQ, flt: PullFilter = ALL) -> Co
             (2, expected[0].queue_offset, expected[-1].queue_offset)
         assert rows_of(sub.record_batch) == [row_of(expected[0]), row_of(expected[-1])]
     assert [row_of(m) for m in batch.messages()] == [row_of(m) for m in expected]
+    # the raw layout (properties as stored) gives the same columns back
+    raw = to_raw_record_batch([batch])
+    assert raw.schema == raw_message_schema()
+    assert messages_from_raw(raw).equals(batch.record_batch)
     return batch
 
 
