@@ -3,7 +3,9 @@
 from airflow_provider_rocketmq.window.manifest import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
+    READABLE_VERSIONS,
     STAGED_COLUMNS,
+    STAGED_FILE_COLUMNS,
     FileEntry,
     ManifestError,
     QueueRange,
@@ -11,7 +13,10 @@ from airflow_provider_rocketmq.window.manifest import (
     file_sha256,
     new_window_id,
     read_manifest,
+    staged_file_schema,
     staged_row,
+    staged_rows,
+    staged_rows_schema,
     staged_schema,
     validate_manifest,
     write_manifest,
@@ -19,7 +24,8 @@ from airflow_provider_rocketmq.window.manifest import (
 )
 
 __all__ = [
-    "MANIFEST_NAME", "MANIFEST_VERSION", "STAGED_COLUMNS", "FileEntry", "ManifestError", "QueueRange",
-    "WindowManifest", "file_sha256", "new_window_id", "read_manifest", "staged_row", "staged_schema",
-    "validate_manifest", "write_manifest", "write_parquet_file",
+    "MANIFEST_NAME", "MANIFEST_VERSION", "READABLE_VERSIONS", "STAGED_COLUMNS", "STAGED_FILE_COLUMNS", "FileEntry",
+    "ManifestError", "QueueRange", "WindowManifest", "file_sha256", "new_window_id", "read_manifest",
+    "staged_file_schema", "staged_row", "staged_rows", "staged_rows_schema", "staged_schema", "validate_manifest",
+    "write_manifest", "write_parquet_file",
 ]

@@ -1,9 +1,18 @@
-"""The window manifest (version 1): the one owner of the hand-off format from a window to the load.
+"""The window manifest (version 2): the one owner of the hand-off format from a window to the load.
 
 A bounded window is handed to the Spark load as ``manifest.json`` plus, for a staged window, the
 Parquet files it lists (an offsets window lists none: the load reads its ranges from the brokers).
 This module holds the dataclasses, the atomic write, the read, the validation (`validate_manifest`)
-and the staged Parquet schema. It imports neither Airflow nor Spark (the Spark driver imports it);
+and the staged Parquet schemas.
+
+Staged files come in two layouts, told apart by their columns, read back by `staged_rows`:
+``raw`` (`staged_file_schema`, what windows write since manifest version 2): the properties as
+their stored string plus the store host and the commit-log offset; ``messages``
+(`staged_schema`, version 1's only layout): the properties map, ``msg_id``, ``tags``, ``keys``.
+Loads see every staged row in the ``messages`` layout. A version-1 manifest lists
+``messages`` files only; a version-2 one either (its windows write ``raw`` ones). Version 2 exists
+so that a loader of version 1, which cannot read ``raw`` files, refuses the manifest by its version
+instead of failing on a missing column. It imports neither Airflow nor Spark (the Spark driver imports it);
 pyarrow is imported lazily, so reading and validating a manifest works without it (only writing
 Parquet and the row-count check need it).
 """
@@ -30,7 +39,8 @@ if TYPE_CHECKING:
 
     from airflow_provider_rocketmq.client.protocol.message import MessageExt
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MANIFEST_NAME = "manifest.json"
 # how the window reaches Spark: "staging" (Parquet files listed in the manifest) or "offsets" (only
 # the queue ranges; Spark reads them from the brokers through the rocketmq data source). A manifest
@@ -102,9 +112,9 @@ class WindowManifest:
         if not isinstance(data, dict):
             raise ManifestError("manifest", "expected a JSON object", path=path)
         version = _get(data, "version", int, path)
-        if version != MANIFEST_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ManifestError("version", f"unsupported manifest version {version!r} "
-                                f"(expected {MANIFEST_VERSION})", path=path)
+                                f"(this provider reads {', '.join(map(str, READABLE_VERSIONS))})", path=path)
         queues_raw = _get(data, "queues", list, path)
         files_raw = _get(data, "files", list, path)
         queues = [QueueRange(
@@ -294,14 +304,19 @@ def validate_manifest(manifest: WindowManifest, base_dir: str | os.PathLike[str]
         _check_queue(q, f"queues[{i}]", seen, where)
     _check_totals(manifest, where)
     paths: set[str] = set()
+    layouts: list[str] = []
     for i, fe in enumerate(manifest.files):
         _check_file_entry(fe, f"files[{i}]", paths, where)
         if verify_files:
-            _verify_file(location, fe, f"files[{i}]", where)
+            layout = _verify_file(location, fe, f"files[{i}]", where, manifest.version)
+            if layout is not None and layouts and layout != layouts[0]:  # a reader takes one layout per window
+                raise ManifestError(f"files[{i}].path", f"{fe.path} has the {layout} layout, files[0] the "
+                                    f"{layouts[0]} one: a window's files share one layout", path=where)
+            layouts.append(layout or "")
 
 
 def _check_header(manifest: WindowManifest, where: Any) -> None:
-    if manifest.version != MANIFEST_VERSION:
+    if manifest.version not in READABLE_VERSIONS:
         raise ManifestError("version", f"unsupported manifest version {manifest.version!r}", path=where)
     for name in ("window_id", "topic", "consumer_group"):
         if not getattr(manifest, name):
@@ -372,7 +387,8 @@ def _check_file_entry(fe: FileEntry, f: str, paths: set[str], where: Any) -> Non
         raise ManifestError(f + ".sha256", "must be 64 lowercase hex digits", path=where)
 
 
-def _verify_file(location: StagingLocation, fe: FileEntry, f: str, where: Any) -> None:
+def _verify_file(location: StagingLocation, fe: FileEntry, f: str, where: Any, version: int) -> str | None:
+    """Check one listed file against its entry; its layout (None when pyarrow is missing)."""
     try:
         size = location.size(fe.path)
     except FileNotFoundError:
@@ -387,26 +403,40 @@ def _verify_file(location: StagingLocation, fe: FileEntry, f: str, where: Any) -
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        return  # the checksum already pins the content; the row count is the writer's bookkeeping
+        return None  # the checksum already pins the content; the row count is the writer's bookkeeping
     try:
         with location.open_read(fe.path) as fh:
-            rows = pq.read_metadata(fh).num_rows
+            meta = pq.read_metadata(fh)
+            names = meta.schema.to_arrow_schema().names
     except (pa.ArrowException, OSError) as exc:  # ArrowInvalid and friends for non-Parquet bytes
         raise ManifestError(f + ".path", f"{fe.path} is not a readable Parquet file ({exc})",
                             path=where) from None
-    if rows != fe.rows:
-        raise ManifestError(f + ".rows", f"{fe.path} has {rows} rows, manifest says {fe.rows}", path=where)
+    if meta.num_rows != fe.rows:
+        raise ManifestError(f + ".rows", f"{fe.path} has {meta.num_rows} rows, manifest says {fe.rows}",
+                            path=where)
+    layouts = {"messages": STAGED_COLUMNS} if version == 1 else {"raw": STAGED_FILE_COLUMNS,
+                                                                 "messages": STAGED_COLUMNS}
+    for layout, cols in layouts.items():
+        if set(cols) <= set(names):
+            return layout
+    missing = "; ".join(f"{name}: {', '.join(c for c in cols if c not in names)}" for name, cols in layouts.items())
+    raise ManifestError(f + ".path", f"{fe.path} is not a staged file of manifest version {version} "
+                        f"(columns missing for the layout {missing})", path=where)
 
 
 # --- staged Parquet ---------------------------------------------------------------------------------
 
+# the columns loads see (the ``messages`` layout: `MESSAGE_SCHEMA` + ``window_id``)
 STAGED_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags", "keys", "properties",
                   "born_timestamp", "store_timestamp", "reconsume_times", "body", "window_id")
+# the columns windows write (the ``raw`` layout: `RAW_MESSAGE_SCHEMA` + ``window_id``)
+STAGED_FILE_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "store_host", "commit_log_offset",
+                       "properties_raw", "born_timestamp", "store_timestamp", "reconsume_times", "body", "window_id")
 
 
 def staged_schema() -> pa.Schema:
-    """The staged Parquet schema: `MESSAGE_SCHEMA` (client/protocol/columnar.py) + ``window_id``;
-    `STAGED_SCHEMA` is the same object."""
+    """The staged rows as loads see them: `MESSAGE_SCHEMA` (client/protocol/columnar.py) + ``window_id``
+    (the ``messages`` layout); `STAGED_SCHEMA` is the same object."""
     global _SCHEMA
     if _SCHEMA is None:
         import pyarrow as pa
@@ -417,7 +447,21 @@ def staged_schema() -> pa.Schema:
     return _SCHEMA
 
 
+def staged_file_schema() -> pa.Schema:
+    """The Parquet schema windows write (the ``raw`` layout): `RAW_MESSAGE_SCHEMA`
+    (client/protocol/raw_columns.py) + ``window_id``."""
+    global _FILE_SCHEMA
+    if _FILE_SCHEMA is None:
+        import pyarrow as pa
+
+        from airflow_provider_rocketmq.client.protocol.raw_columns import raw_message_schema
+
+        _FILE_SCHEMA = raw_message_schema().append(pa.field("window_id", pa.string(), nullable=False))
+    return _FILE_SCHEMA
+
+
 _SCHEMA: pa.Schema | None = None
+_FILE_SCHEMA: pa.Schema | None = None
 
 
 def __getattr__(name: str) -> Any:
@@ -425,6 +469,34 @@ def __getattr__(name: str) -> Any:
     if name == "STAGED_SCHEMA":
         return staged_schema()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def staged_rows(data: pa.RecordBatch | pa.Table) -> Any:
+    """Rows read from a staged file of either layout, in the ``messages`` layout (`staged_schema`'s
+    columns, in its order; a ``raw`` batch's message ids, tags, keys and properties map derived from
+    its properties string). A batch gives a batch, a table a table."""
+    import pyarrow as pa
+
+    from airflow_provider_rocketmq.client.protocol.raw_columns import messages_from_raw
+
+    if isinstance(data, pa.RecordBatch):
+        return messages_from_raw(data)
+    if "properties_raw" not in data.schema.names:
+        return data
+    batches = [messages_from_raw(b) for b in data.to_batches()]
+    return pa.Table.from_batches(batches, schema=staged_rows_schema(data.schema))
+
+
+def staged_rows_schema(file_schema: pa.Schema) -> pa.Schema:
+    """The schema `staged_rows` gives for a file of ``file_schema`` (either layout)."""
+    import pyarrow as pa
+
+    from airflow_provider_rocketmq.client.protocol.columnar import message_schema
+
+    if "properties_raw" not in file_schema.names:
+        return file_schema
+    known = set(staged_file_schema().names) - {"window_id"}
+    return pa.schema([*message_schema(), *(f for f in file_schema if f.name not in known)])
 
 
 def staged_row(msg: MessageExt, window_id: str) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The consumer's listener hands each admitted `ColumnBatch` to `StagingWriter.put`. A
 writer thread groups them until a row group's worth (``row_group_bytes`` of pulled
 data) is waiting, builds the Arrow columns of the whole group at once
-(`to_record_batch`), adds ``window_id`` and writes one row group. pyarrow releases the
+(`to_raw_record_batch`: the ``raw`` layout, properties as stored, see window/manifest.py),
+adds ``window_id`` and writes one row group. pyarrow releases the
 GIL while it encodes and compresses, so this work runs on the second core.
 
 Memory stays bounded whatever the window size: `put` blocks while more than
@@ -21,17 +22,19 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, string_column, to_record_batch
-from airflow_provider_rocketmq.window.manifest import FileEntry, staged_schema
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, string_column
+from airflow_provider_rocketmq.client.protocol.raw_columns import to_raw_record_batch
+from airflow_provider_rocketmq.window.manifest import FileEntry, staged_file_schema
 from airflow_provider_rocketmq.window.staging import StagedFile, StagingLocation
 
 log = logging.getLogger(__name__)
 
-_DICTIONARY = ["topic", "broker", "tags", "window_id"]
+_DICTIONARY = ["topic", "broker", "store_host", "window_id"]
 _STATISTICS = ["topic", "broker", "queue_id", "queue_offset", "born_timestamp", "store_timestamp", "window_id"]
 # offsets and times rise (nearly) monotonically within a queue: deltas encode them in a few bits
 # each, for less CPU than plain values plus zstd and a fraction of the bytes
-_DELTA = {name: "DELTA_BINARY_PACKED" for name in ("queue_offset", "born_timestamp", "store_timestamp")}
+_DELTA = {name: "DELTA_BINARY_PACKED" for name in ("queue_offset", "commit_log_offset", "born_timestamp",
+                                                   "store_timestamp")}
 _WRITE_BATCH = 1 << 16  # rows per internal write step (pyarrow's 1,024 repeats per-step work 64 times as often)
 
 PART_PREFIX = "part-"
@@ -212,10 +215,10 @@ class StagingWriter:
     def _write_group(self, group: Sequence[ColumnBatch]) -> None:
         import pyarrow as pa
 
-        rb = to_record_batch(group)
+        rb = to_raw_record_batch(group)
         n = rb.num_rows
         columns = [*rb.columns, string_column(self.window_id, n)]
-        table = pa.Table.from_batches([pa.RecordBatch.from_arrays(columns, schema=staged_schema())])
+        table = pa.Table.from_batches([pa.RecordBatch.from_arrays(columns, schema=staged_file_schema())])
         start = 0
         while start < n:
             if self._parquet is None:
@@ -237,7 +240,7 @@ class StagingWriter:
         self._file = self.location.open_write(name)
         # dictionaries where values repeat, statistics where readers prune on them (offsets, times):
         # a dictionary attempt or min/max over unique ids and bodies costs CPU and buys nothing
-        self._parquet = pq.ParquetWriter(pa.PythonFile(self._file, mode="w"), staged_schema(),
+        self._parquet = pq.ParquetWriter(pa.PythonFile(self._file, mode="w"), staged_file_schema(),
                                          compression=self.compression, use_dictionary=_DICTIONARY,
                                          write_statistics=_STATISTICS, column_encoding=_DELTA,
                                          write_batch_size=_WRITE_BATCH)

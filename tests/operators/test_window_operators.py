@@ -17,6 +17,7 @@ from airflow_provider_rocketmq.client import Admin, ClientConfig, Message, Messa
 from airflow_provider_rocketmq.hooks.rocketmq import RocketMQHook
 from airflow_provider_rocketmq.operators.commit import RocketMQCommitWindowOperator
 from airflow_provider_rocketmq.operators.window import RocketMQConsumeWindowOperator
+from airflow_provider_rocketmq.window import manifest as mf
 from airflow_provider_rocketmq.window.manifest import read_manifest
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,7 +49,7 @@ def staged_rows(manifest_path: str) -> list[dict[str, Any]]:
     manifest = read_manifest(manifest_path)  # validates files and checksums
     rows: list[dict[str, Any]] = []
     for f in manifest.files:
-        rows += pq.read_table(Path(manifest_path).parent / f.path).to_pylist()
+        rows += mf.staged_rows(pq.read_table(Path(manifest_path).parent / f.path)).to_pylist()
     return rows
 
 

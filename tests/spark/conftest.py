@@ -12,8 +12,12 @@ import pytest
 
 from airflow_provider_rocketmq.spark import LOAD_WINDOW_APP
 from airflow_provider_rocketmq.window.manifest import (
+    STAGED_FILE_COLUMNS,
+    FileEntry,
     QueueRange,
     WindowManifest,
+    file_sha256,
+    staged_file_schema,
     write_manifest,
     write_parquet_file,
 )
@@ -97,20 +101,49 @@ def make_row(window_id: str, queue_id: int, offset: int, *, broker: str = "broke
             "window_id": window_id}
 
 
+# the store host of every raw staged row (127.0.0.1:10911) and the commit-log offset's stride
+STORE_HOST = bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
+
+
+def raw_row(row: dict) -> dict:
+    """`make_row`'s row in the ``raw`` layout windows write: TAGS, KEYS and UNIQ_KEY (the row's
+    msg_id) in the properties string, which the load splits back into the same columns (its
+    properties map then holds those three too, as a real message's does)."""
+    props = {"TAGS": row["tags"], "KEYS": row["keys"], "UNIQ_KEY": row["msg_id"], **(row["properties"] or {})}
+    return {**{k: row[k] for k in STAGED_FILE_COLUMNS if k in row},
+            "store_host": STORE_HOST, "commit_log_offset": 1_000_000 + 1000 * row["queue_id"] + row["queue_offset"],
+            "properties_raw": "\x02".join(f"{k}\x01{v}" for k, v in props.items() if v)}
+
+
+def write_raw_file(rows: list[dict], path: Path, base_dir: Path) -> FileEntry:
+    """A staged file of the ``raw`` layout (as windows write it) from `make_row` rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([raw_row(r) for r in rows], schema=staged_file_schema()), path,
+                   compression="zstd")
+    return FileEntry(path.relative_to(base_dir).as_posix(), len(rows), path.stat().st_size, file_sha256(path))
+
+
 def build_window(directory: Path, window_id: str,
                  queues: Iterable[tuple[str, int, range]], *,
-                 body: Callable[[str, int, int], bytes] | None = None) -> Path:
-    """Stage one Parquet file per queue and write a valid manifest; return its path."""
+                 body: Callable[[str, int, int], bytes] | None = None, layout: str = "raw") -> Path:
+    """Stage one Parquet file per queue and write a valid manifest; return its path. ``layout``:
+    ``raw`` (what windows write) or ``messages`` (what version-1 windows wrote, in a version-1 manifest)."""
     directory.mkdir(parents=True, exist_ok=True)
     files, ranges, total_bytes = [], [], 0
     for broker, qid, offsets in queues:
         rows = [make_row(window_id, qid, o, broker=broker,
                          body=None if body is None else body(broker, qid, o)) for o in offsets]
         total_bytes += sum(len(r["body"]) for r in rows)
-        files.append(write_parquet_file(rows, directory / f"{broker}-{qid}.parquet", directory))
+        path = directory / f"{broker}-{qid}.parquet"
+        files.append(write_raw_file(rows, path, directory) if layout == "raw" else
+                     write_parquet_file(rows, path, directory))
         ranges.append(QueueRange(broker, qid, offsets.start, offsets.stop, offsets.stop + 10, len(rows)))
     m = WindowManifest(window_id=window_id, topic="orders", consumer_group="G", namesrv="127.0.0.1:9876",
-                       queues=ranges, files=files, messages=sum(f.rows for f in files), bytes=total_bytes)
+                       queues=ranges, files=files, messages=sum(f.rows for f in files), bytes=total_bytes,
+                       version=2 if layout == "raw" else 1)
     return write_manifest(m, directory)
 
 

@@ -47,7 +47,7 @@ def test_round_trip_and_parquet_content(tmp_path: Path) -> None:
     back = read_manifest(tmp_path)  # a directory resolves to its manifest.json
     assert back == m
     data = json.loads(path.read_text())
-    assert data["version"] == 1 and data["files"][0]["path"] == "part-00000.parquet"
+    assert data["version"] == 2 and data["files"][0]["path"] == "part-00000.parquet"
     table = pq.read_table(tmp_path / "part-00000.parquet")
     assert table.schema.equals(mf.STAGED_SCHEMA)
     assert table.column("queue_offset").to_pylist() == [0, 1, 2, 3, 4]
@@ -135,7 +135,8 @@ def test_row_count_must_match_parquet(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("mutate", "field"), [
     (lambda d: d.pop("topic"), "topic"),
-    (lambda d: d.update(version=2), "version"),
+    (lambda d: d.update(version=3), "version"),
+    (lambda d: d.update(version=0), "version"),
     (lambda d: d.update(messages="5"), "messages"),
     (lambda d: d.update(messages=True), "messages"),
     (lambda d: d["queues"][0].update(end_offset=-1), "queues[0].end_offset"),
@@ -167,6 +168,79 @@ def test_bad_manifest_names_the_field(tmp_path: Path, mutate, field: str) -> Non
         read_manifest(path)
     assert ei.value.field == field, str(ei.value)
     assert str(path) in str(ei.value)
+
+
+def _raw_file(path: Path, window_id: str, offsets: range, columns: list[str] | None = None) -> mf.FileEntry:
+    """A staged file of the ``raw`` layout (what windows write), optionally with ``columns`` only."""
+    import pyarrow as pa
+
+    rows = [{"topic": "T", "broker": "broker-a", "queue_id": 0, "queue_offset": o,
+             "store_host": bytes([127, 0, 0, 1, 0, 0, 42, 159]), "commit_log_offset": 1000 + 97 * o,
+             "properties_raw": f"TAGS\x01tagA\x02k\x01{o}" + (f"\x02UNIQ_KEY\x01U{o}" if o % 2 else ""),
+             "born_timestamp": 1, "store_timestamp": 2, "reconsume_times": 0, "body": f"body-{o}".encode(),
+             "window_id": window_id} for o in offsets]
+    table = pa.Table.from_pylist(rows, schema=mf.staged_file_schema())
+    if columns is not None:
+        table = table.select(columns)
+    pq.write_table(table, path)
+    return mf.FileEntry(path=path.name, rows=table.num_rows, bytes=path.stat().st_size, sha256=file_sha256(path))
+
+
+def test_raw_layout_files_read_back_as_the_loads_see_them(tmp_path: Path) -> None:
+    wid = new_window_id()
+    fe = _raw_file(tmp_path / "part-00000.parquet", wid, range(3))
+    m = WindowManifest(window_id=wid, topic="T", consumer_group="G",
+                       queues=[QueueRange("broker-a", 0, 0, 3, 3, 3)], files=[fe], messages=3, bytes=18)
+    read_manifest(write_manifest(m, tmp_path))  # verifies the file, its layout included
+    rows = mf.staged_rows(pq.read_table(tmp_path / "part-00000.parquet"))
+    assert rows.schema.equals(mf.STAGED_SCHEMA) and mf.staged_rows_schema(pq.read_schema(
+        tmp_path / "part-00000.parquet")).equals(mf.STAGED_SCHEMA)
+    got = rows.to_pylist()
+    assert [r["tags"] for r in got] == ["tagA"] * 3 and [dict(r["properties"])["k"] for r in got] == ["0", "1", "2"]
+    # UNIQ_KEY where the message has one, else the offset message id (store host + commit-log offset)
+    assert [r["msg_id"] for r in got] == ["7F000001" "00002A9F" + f"{1000:016X}", "U1",
+                                          "7F000001" "00002A9F" + f"{1000 + 97 * 2:016X}"]
+    assert [r["window_id"] for r in got] == [wid] * 3
+    # a file of the messages layout reads back unchanged
+    plain = pq.read_table(tmp_path.joinpath(write_parquet_file(_rows(wid, range(2)), tmp_path / "m.parquet").path))
+    assert mf.staged_rows(plain) is plain
+
+
+def test_version_1_manifests_still_load_and_list_messages_files_only(tmp_path: Path) -> None:
+    path, _ = _window(tmp_path)  # a messages-layout file, as version 1 windows wrote
+    data = json.loads(path.read_text())
+    data["version"] = 1
+    path.write_text(json.dumps(data))
+    assert read_manifest(path).version == 1
+    fe = _raw_file(tmp_path / "part-00000.parquet", data["window_id"], range(5))
+    data["files"][0].update(bytes=fe.bytes, sha256=fe.sha256)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ManifestError) as ei:
+        read_manifest(path)
+    assert ei.value.field == "files[0].path" and "not a staged file of manifest version 1" in str(ei.value)
+    assert "msg_id" in str(ei.value)
+
+
+def test_a_staged_file_missing_a_column_names_it(tmp_path: Path) -> None:
+    wid = new_window_id()
+    cols = [c for c in mf.STAGED_FILE_COLUMNS if c != "properties_raw"]
+    fe = _raw_file(tmp_path / "part-00000.parquet", wid, range(3), cols)
+    m = WindowManifest(window_id=wid, topic="T", consumer_group="G",
+                       queues=[QueueRange("broker-a", 0, 0, 3, 3, 3)], files=[fe], messages=3, bytes=18)
+    with pytest.raises(ManifestError) as ei:
+        read_manifest(write_manifest(m, tmp_path))
+    assert ei.value.field == "files[0].path" and "raw: properties_raw" in str(ei.value)
+
+
+def test_files_of_both_layouts_in_one_window_are_refused(tmp_path: Path) -> None:
+    wid = new_window_id()
+    raw = _raw_file(tmp_path / "a.parquet", wid, range(3))
+    messages = write_parquet_file(_rows(wid, range(3, 5)), tmp_path / "b.parquet", tmp_path)
+    m = WindowManifest(window_id=wid, topic="T", consumer_group="G",
+                       queues=[QueueRange("broker-a", 0, 0, 5, 5, 5)], files=[raw, messages], messages=5, bytes=28)
+    with pytest.raises(ManifestError) as ei:
+        read_manifest(write_manifest(m, tmp_path))
+    assert ei.value.field == "files[1].path" and "share one layout" in str(ei.value)
 
 
 def test_not_json_and_not_found(tmp_path: Path) -> None:

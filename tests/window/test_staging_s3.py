@@ -11,6 +11,7 @@ import pytest
 
 from airflow_provider_rocketmq.client.protocol.errors import MessageDecodeError
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
+from airflow_provider_rocketmq.window import manifest as mf
 from airflow_provider_rocketmq.window.manifest import ManifestError, read_manifest, staged_file_urls
 from airflow_provider_rocketmq.window.runner import WindowSpec, run_window
 from airflow_provider_rocketmq.window.staging import StagingLocation
@@ -92,7 +93,7 @@ def rows(url: str, s3: MotoS3) -> list[dict[str, Any]]:
     fs = s3.filesystem()
     out: list[dict[str, Any]] = []
     for file_url in staged_file_urls(url, manifest):
-        out += pq.read_table(io.BytesIO(fs.cat_file(file_url))).to_pylist()
+        out += mf.staged_rows(pq.read_table(io.BytesIO(fs.cat_file(file_url)))).to_pylist()
     return out
 
 

@@ -194,9 +194,12 @@ class DirectTask:
         if isinstance(run, RowGroupRun):
             import pyarrow.parquet as pq
 
+            from airflow_provider_rocketmq.window.manifest import staged_rows
+
             with _open_staged(run.path) as fh:
-                yield from pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, row_groups=list(run.row_groups),
-                                                           use_threads=False)
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, row_groups=list(run.row_groups),
+                                                             use_threads=False):
+                    yield staged_rows(batch)
             return
         from airflow_provider_rocketmq.client.protocol.errors import RocketMQError
         from airflow_provider_rocketmq.spark.source.range_reader import read_span
@@ -278,14 +281,14 @@ class DirectPlan:
         import pyarrow.parquet as pq
 
         from airflow_provider_rocketmq.spark.load.handoff import check_on_brokers, reader_options
-        from airflow_provider_rocketmq.window.manifest import staged_schema
+        from airflow_provider_rocketmq.window.manifest import staged_rows_schema, staged_schema
 
         t0 = time.monotonic()
         claims = claims_of(job)
         staged = [(c.order, f) for c in claims for f in c.staged.files]
         if staged:
             with _open_staged(staged[0][1]) as fh:
-                source = pq.read_schema(fh)
+                source = staged_rows_schema(pq.read_schema(fh))  # as the tasks' batches will have it
         else:
             source = staged_schema()  # the columns the range reader decodes, and window_id
         sources: dict[int, SourceOptions] = {}

@@ -27,7 +27,8 @@ def read_window(spark: SparkSession, staged: Staged, mode: str) -> DataFrame:
     local = not any(is_url(f) for f in staged.files)
     if mode == "spark" or (mode == "auto" and local):
         # Hadoop names Amazon S3 "s3a"; the other object-store schemes are the same in fsspec and Hadoop
-        return spark.read.parquet(*(("s3a://" + f[5:]) if f.startswith("s3://") else f for f in staged.files))
+        df = spark.read.parquet(*(("s3a://" + f[5:]) if f.startswith("s3://") else f for f in staged.files))
+        return _messages_layout(df)
     if mode in ("tasks", "auto"):
         return _read_in_tasks(spark, list(staged.files))
     return _read_on_driver(spark, staged.files)
@@ -39,15 +40,17 @@ def _read_on_driver(spark: SparkSession, files: tuple[str, ...]) -> DataFrame:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from airflow_provider_rocketmq.window.manifest import staged_rows
+
     tables = []
     for f in files:
         if is_url(f):
             import fsspec
 
             with fsspec.open(f, "rb") as fh:
-                tables.append(pq.read_table(fh))
+                tables.append(staged_rows(pq.read_table(fh)))
         else:
-            tables.append(pq.read_table(local_path(f)))
+            tables.append(staged_rows(pq.read_table(local_path(f))))
     return spark.createDataFrame(pa.concat_tables(tables))
 
 
@@ -60,8 +63,10 @@ def _read_in_tasks(spark: SparkSession, files: list[str]) -> DataFrame:
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from airflow_provider_rocketmq.window.manifest import staged_rows_schema
+
     with fsspec.open(files[0], "rb") as fh:
-        schema = pq.read_schema(fh)
+        schema = staged_rows_schema(pq.read_schema(fh))
     conf = {k: dict(v) for k, v in fsspec.config.conf.items()}
 
     def read(batches: Any) -> Any:
@@ -69,15 +74,41 @@ def _read_in_tasks(spark: SparkSession, files: list[str]) -> DataFrame:
         import fsspec.config
         import pyarrow.parquet as pq
 
+        from airflow_provider_rocketmq.window.manifest import staged_rows
+
         for k, v in conf.items():
             fsspec.config.conf.setdefault(k, v)
         for batch in batches:
             for path in batch.column(0).to_pylist():
                 with fsspec.open(path, "rb") as fh:
-                    yield from pq.ParquetFile(fh).iter_batches(batch_size=65_536)
+                    for staged in pq.ParquetFile(fh).iter_batches(batch_size=65_536):
+                        yield staged_rows(staged)
 
     paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(len(files))
     return paths.mapInArrow(read, from_arrow_schema(schema))
+
+
+def _messages_layout(df: DataFrame) -> DataFrame:
+    """Staged files of the ``raw`` layout (window/manifest.py) as the ``messages`` layout: Spark tasks
+    derive the message ids, tags, keys and properties map from the properties string."""
+    if "properties_raw" not in df.columns:
+        return df
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    from airflow_provider_rocketmq.window.manifest import staged_rows_schema
+
+    rows = staged_rows_schema(to_arrow_schema(df.schema))
+    target = pa.schema([f.with_nullable(True) for f in rows])  # as Spark's Parquet reader gives every column
+
+    def convert(batches: Any) -> Any:
+        from airflow_provider_rocketmq.window.manifest import staged_rows
+
+        for batch in batches:
+            rows = staged_rows(batch)
+            yield rows if rows.schema == target else rows.cast(target)
+
+    return df.mapInArrow(convert, from_arrow_schema(target))
 
 
 def json_body(F: Any, json_variant: bool) -> tuple[Column, Column]:

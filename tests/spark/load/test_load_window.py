@@ -156,8 +156,8 @@ def upload_window(s3: MotoS3, local: Path, bucket: str, prefix: str) -> str:
 def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., SparkRun], s3: MotoS3) -> Runs:
     root = tmp_path_factory.mktemp("load")
     r = Runs(root)
-    def w(name, wid, queues):
-        return str(build_window(root / "stage" / name, wid, queues))
+    def w(name, wid, queues, layout="raw"):
+        return str(build_window(root / "stage" / name, wid, queues, layout=layout))
     plan: list[dict[str, Any]] = []
 
     def step(label: str, out: str, *manifests: str, extra: tuple[str, ...] = ()) -> None:
@@ -201,6 +201,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
     d_wr = w("driver", "wr", [(A, 0, range(6)), (B, 1, range(4))])
     step("driver", "driver", d_wr, extra=("--staged-read", "driver"))
     step("direct", "direct", d_wr)  # the same window through the direct plan: the same files' content
+    # a window staged by version 1 (the messages layout, manifest version 1) through each reader
+    d_v1 = w("v1", "wv1", [(A, 0, range(6)), (B, 1, range(4))], layout="messages")
+    for mode in ("driver", "spark", "tasks"):
+        step(f"v1-{mode}", f"v1-{mode}", d_v1, extra=("--staged-read", mode))
+    step("v1-direct", "v1-direct", d_v1)
     # the first two windows again, Spark reading the staged files: the general plan keeps rows by the claims
     step("by-spark", "by-spark", d_a, d_b, d_c, extra=("--staged-read", "spark"))
     # two windows over the same offsets with other tag expressions: which window holds an offset's row is
@@ -471,7 +476,22 @@ def test_driver_read_of_staged_files_loads_the_same_rows(runs: Runs) -> None:
     t = ds.dataset(runs.out("driver"), format="parquet", partitioning="hive").to_table()
     rows = {(r["broker"], r["queue_offset"]): r for r in t.to_pylist()}
     assert rows[(B, 3)]["body"] == "broker-b/1/3" and rows[(B, 3)]["msg_id"] == "broker-b-1-3"
-    assert dict(rows[(A, 0)]["properties"]) == {"TAGS": "t"}
+    # derived from the staged properties string: the map holds what the message carried
+    assert dict(rows[(A, 0)]["properties"]) == {"TAGS": "t", "KEYS": "k0", "UNIQ_KEY": "broker-a-0-0"}
+    assert (rows[(A, 0)]["tags"], rows[(A, 0)]["keys"]) == ("t", "k0")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", ["driver", "spark", "tasks", "direct"])
+def test_a_version_1_window_loads_through_every_reader(runs: Runs, mode: str) -> None:
+    s = runs.steps[f"v1-{mode}"]
+    assert s.counts() == {"windows": 1, "rows_in": 10, "rows_out": 10, "duplicates": 0, "already_loaded": 0}
+    assert s.keys == sorted(keys("wv1", A, 0, range(6)) + keys("wv1", B, 1, range(4)))
+    t = ds.dataset(runs.out(f"v1-{mode}"), format="parquet", partitioning="hive").to_table()
+    rows = {(r["broker"], r["queue_offset"]): r for r in t.to_pylist()}
+    assert (rows[(B, 3)]["msg_id"], rows[(B, 3)]["keys"]) == ("broker-b-1-3", "k3")
+    assert dict(rows[(A, 0)]["properties"]) == {"TAGS": "t"}  # as version 1 staged it
 
 
 @pytest.mark.slow
