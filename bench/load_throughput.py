@@ -85,7 +85,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 def stage_window(directory: Path, n: int, first: int = 0, window_id: str = "bench") -> Path:
     """N messages on 8 queues of broker-a from offset ``first`` of each queue, one Parquet file per
-    queue, and the manifest."""
+    queue in the layout windows write (properties as a producer sends them: UNIQ_KEY, WAIT, TAGS),
+    and the manifest."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -95,15 +96,16 @@ def stage_window(directory: Path, n: int, first: int = 0, window_id: str = "benc
         QueueRange,
         WindowManifest,
         file_sha256,
-        staged_schema,
+        staged_file_schema,
         write_manifest,
     )
 
     directory.mkdir(parents=True)
-    schema = staged_schema()
+    schema = staged_file_schema()
     files, ranges = [], []
     per_queue = [n // QUEUES + (1 if q < n % QUEUES else 0) for q in range(QUEUES)]
     body = np.frombuffer(b"x" * BODY, dtype=np.uint8)
+    host = bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
     for q, count in enumerate(per_queue):
         offsets = np.arange(first, first + count, dtype=np.int64)
         bodies = pa.FixedSizeBinaryArray.from_buffers(pa.binary(BODY), count,
@@ -113,10 +115,10 @@ def stage_window(directory: Path, n: int, first: int = 0, window_id: str = "benc
             "broker": pa.array(["broker-a"] * count, pa.string()),
             "queue_id": pa.array(np.full(count, q, dtype=np.int32)),
             "queue_offset": pa.array(offsets),
-            "msg_id": pa.array([f"m-{q}-{o}" for o in range(first, first + count)], pa.string()),
-            "tags": pa.array(["t"] * count, pa.string()),
-            "keys": pa.nulls(count, pa.string()),
-            "properties": pa.nulls(count, schema.field("properties").type),
+            "store_host": pa.array([host] * count, pa.binary()),
+            "commit_log_offset": pa.array(offsets * QUEUES + q),
+            "properties_raw": pa.array([f"UNIQ_KEY\x01{q:08X}{o:024X}\x02WAIT\x01true\x02TAGS\x01t"
+                                        for o in range(first, first + count)], pa.string()),
             "born_timestamp": pa.array(1_700_000_000_000 + offsets),
             "store_timestamp": pa.array(1_700_000_000_500 + offsets),
             "reconsume_times": pa.array(np.zeros(count, dtype=np.int32)),
