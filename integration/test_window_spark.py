@@ -49,7 +49,7 @@ def test_window_then_spark_load_then_commit(cluster: IntegrationCluster, tmp_pat
     topic = cluster.new_topic("window", queues=4)
     group = cluster.new_group("window")
     with cluster.producer() as producer:
-        produce(producer, topic, range(40))
+        sent = produce(producer, topic, range(40), tags="TagW")
 
     window = RocketMQConsumeWindowOperator(
         task_id="window", topic=topic, consumer_group=group, commit="after_downstream",
@@ -85,6 +85,12 @@ def test_window_then_spark_load_then_commit(cluster: IntegrationCluster, tmp_pat
     # a map column reads back as (key, value) pairs
     assert sorted(int(dict(r["properties"])[SEQ]) for r in loaded) == list(range(40))
     assert {r["body"] for r in loaded} == {f"message {i}" for i in range(40)}
+    # the columns the load derives from the staged properties string: as the broker stored each message
+    by_seq = {int(dict(r["properties"])[SEQ]): r for r in loaded}
+    assert {seq: (r["msg_id"], r["tags"], r["keys"], r["broker"], r["queue_id"], r["queue_offset"], r["topic"])
+            for seq, r in by_seq.items()} == \
+        {seq: (s.msg_id, "TagW", f"key-{seq}", s.queue.broker_name, s.queue.queue_id, s.queue_offset, topic)
+         for seq, s in enumerate(sent)}
 
     commit = RocketMQCommitWindowOperator(task_id="commit", manifests=xcom, rocketmq_conn_id=CONN_ID)
     commit.execute(_context("run1", "commit"))
