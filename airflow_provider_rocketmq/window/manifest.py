@@ -12,7 +12,9 @@ their stored string plus the store host and the commit-log offset; ``messages``
 Loads see every staged row in the ``messages`` layout. A version-1 manifest lists
 ``messages`` files only; a version-2 one either (its windows write ``raw`` ones). Version 2 exists
 so that a loader of version 1, which cannot read ``raw`` files, refuses the manifest by its version
-instead of failing on a missing column. It imports neither Airflow nor Spark (the Spark driver imports it);
+instead of failing on a missing column.
+
+This module imports neither Airflow nor Spark (the Spark driver imports it);
 pyarrow is imported lazily, so reading and validating a manifest works without it (only writing
 Parquet and the row-count check need it).
 """
@@ -429,7 +431,7 @@ def _verify_file(location: StagingLocation, fe: FileEntry, f: str, where: Any, v
 # the columns loads see (the ``messages`` layout: `MESSAGE_SCHEMA` + ``window_id``)
 STAGED_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags", "keys", "properties",
                   "born_timestamp", "store_timestamp", "reconsume_times", "body", "window_id")
-# the columns windows write (the ``raw`` layout: `RAW_MESSAGE_SCHEMA` + ``window_id``)
+# the columns windows write (the ``raw`` layout: `raw_message_schema()` + ``window_id``)
 STAGED_FILE_COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "store_host", "commit_log_offset",
                        "properties_raw", "born_timestamp", "store_timestamp", "reconsume_times", "body", "window_id")
 
@@ -448,7 +450,7 @@ def staged_schema() -> pa.Schema:
 
 
 def staged_file_schema() -> pa.Schema:
-    """The Parquet schema windows write (the ``raw`` layout): `RAW_MESSAGE_SCHEMA`
+    """The Parquet schema windows write (the ``raw`` layout): `raw_message_schema()`
     (client/protocol/raw_columns.py) + ``window_id``."""
     global _FILE_SCHEMA
     if _FILE_SCHEMA is None:

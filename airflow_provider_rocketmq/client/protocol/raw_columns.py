@@ -1,6 +1,6 @@
 """Messages as columns with their properties kept as one raw string: cheap to build, complete.
 
-`to_raw_record_batch` builds `RAW_MESSAGE_SCHEMA` columns from pulled batches: the
+`to_raw_record_batch` builds `raw_message_schema` columns from pulled batches: the
 properties string as stored (``name\\x01value\\x02...``), the store host and the commit-log
 offset instead of the columns `to_record_batch` derives from them (the properties map,
 ``tags``, ``keys``, ``msg_id``). Splitting the properties and formatting the message ids is
@@ -36,15 +36,13 @@ from .message import PROPERTY_RETRY_TOPIC
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["RAW_ONLY_COLUMNS", "is_raw_schema", "messages_from_raw", "raw_message_schema", "to_raw_record_batch"]
-
-# the raw layout's columns that `MESSAGE_SCHEMA` does not have, and the ones it derives from them
-RAW_ONLY_COLUMNS = ("store_host", "commit_log_offset", "properties_raw")
-DERIVED_COLUMNS = ("msg_id", "tags", "keys", "properties")
+__all__ = ["is_raw_schema", "messages_from_raw", "raw_message_schema", "to_raw_record_batch"]
 
 
 def raw_message_schema() -> pa.Schema:
-    """`RAW_MESSAGE_SCHEMA` (built on first use)."""
+    """The raw layout's schema: `MESSAGE_SCHEMA`'s columns with ``store_host``, ``commit_log_offset``
+    and ``properties_raw`` in place of ``msg_id``, ``tags``, ``keys`` and ``properties`` (built on first
+    use: importing this module needs no pyarrow)."""
     global _SCHEMA
     if _SCHEMA is None:
         import pyarrow as pa
@@ -63,19 +61,13 @@ def raw_message_schema() -> pa.Schema:
 _SCHEMA: pa.Schema | None = None
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RAW_MESSAGE_SCHEMA":  # built on first access so that importing this module needs no pyarrow
-        return raw_message_schema()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def is_raw_schema(schema: pa.Schema) -> bool:
     """Whether ``schema`` has the raw layout's columns (else it is taken for `MESSAGE_SCHEMA`'s)."""
     return "properties_raw" in schema.names
 
 
 def to_raw_record_batch(batches: Sequence[ColumnBatch]) -> pa.RecordBatch:
-    """The messages of ``batches``, in order, as one `pyarrow.RecordBatch` with `RAW_MESSAGE_SCHEMA`
+    """The messages of ``batches``, in order, as one `pyarrow.RecordBatch` with `raw_message_schema()`
     (topics rewritten by the pull filter as `to_record_batch` does)."""
     _Lazy.load()
     pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np

@@ -98,8 +98,8 @@ def _messages_layout(df: DataFrame) -> DataFrame:
 
     from airflow_provider_rocketmq.window.manifest import staged_rows_schema
 
-    rows = staged_rows_schema(to_arrow_schema(df.schema))
-    target = pa.schema([f.with_nullable(True) for f in rows])  # as Spark's Parquet reader gives every column
+    # every column nullable, as Spark's Parquet reader gives them
+    target = pa.schema([f.with_nullable(True) for f in staged_rows_schema(to_arrow_schema(df.schema))])
 
     def convert(batches: Any) -> Any:
         from airflow_provider_rocketmq.window.manifest import staged_rows
