@@ -64,7 +64,8 @@ def main() -> None:
     real = [decode_columns(pull_body(PER_PULL * k, real_broker=True), MQ, ALL) for k in range(PULLS)]
     b2 = best_of(lambda: to_record_batch(real))
     c = best_of(lambda: [decode_messages(x, broker_name="broker-a") for x in bodies])
-    from airflow_provider_rocketmq.client.protocol.raw_columns import messages_from_raw, to_raw_record_batch
+    from airflow_provider_rocketmq.client.protocol.columnar import to_raw_record_batch
+    from airflow_provider_rocketmq.client.protocol.raw_columns import messages_from_raw
 
     e = best_of(lambda: to_raw_record_batch(real))
     raw = to_raw_record_batch(real)

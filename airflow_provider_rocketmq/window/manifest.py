@@ -451,12 +451,12 @@ def staged_schema() -> pa.Schema:
 
 def staged_file_schema() -> pa.Schema:
     """The Parquet schema windows write (the ``raw`` layout): `raw_message_schema()`
-    (client/protocol/raw_columns.py) + ``window_id``."""
+    (client/protocol/columnar.py) + ``window_id``."""
     global _FILE_SCHEMA
     if _FILE_SCHEMA is None:
         import pyarrow as pa
 
-        from airflow_provider_rocketmq.client.protocol.raw_columns import raw_message_schema
+        from airflow_provider_rocketmq.client.protocol.columnar import raw_message_schema
 
         _FILE_SCHEMA = raw_message_schema().append(pa.field("window_id", pa.string(), nullable=False))
     return _FILE_SCHEMA

@@ -22,8 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, string_column
-from airflow_provider_rocketmq.client.protocol.raw_columns import to_raw_record_batch
+from airflow_provider_rocketmq.client.protocol.columnar import ColumnBatch, string_column, to_raw_record_batch
 from airflow_provider_rocketmq.window.manifest import FileEntry, staged_file_schema
 from airflow_provider_rocketmq.window.staging import StagedFile, StagingLocation
 

@@ -19,7 +19,9 @@ from airflow_provider_rocketmq.client.protocol.columnar import (
     ColumnBatch,
     decode_columns,
     message_schema,
+    raw_message_schema,
     string_column,
+    to_raw_record_batch,
     to_record_batch,
 )
 from airflow_provider_rocketmq.client.protocol.errors import MessageDecodeError, RocketMQError
@@ -31,11 +33,7 @@ from airflow_provider_rocketmq.client.protocol.message import (
 )
 from airflow_provider_rocketmq.client.protocol.names import strip_namespace
 from airflow_provider_rocketmq.client.protocol.queue import MessageQueue
-from airflow_provider_rocketmq.client.protocol.raw_columns import (
-    messages_from_raw,
-    raw_message_schema,
-    to_raw_record_batch,
-)
+from airflow_provider_rocketmq.client.protocol.raw_columns import messages_from_raw
 from tests import recorded_vectors as vectors
 
 MQ = MessageQueue("Topic", "broker-b", 3)

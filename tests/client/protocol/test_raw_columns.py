@@ -9,13 +9,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_rocketmq.client.protocol.columnar import decode_columns, message_schema, to_record_batch
-from airflow_provider_rocketmq.client.protocol.raw_columns import (
-    is_raw_schema,
-    messages_from_raw,
+from airflow_provider_rocketmq.client.protocol.columnar import (
+    decode_columns,
+    message_schema,
     raw_message_schema,
     to_raw_record_batch,
+    to_record_batch,
 )
+from airflow_provider_rocketmq.client.protocol.raw_columns import is_raw_schema, messages_from_raw
 from tests.client.protocol.test_columnar import ALL, MQ, PULL_BODIES, stored
 
 

@@ -206,6 +206,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory, spark_submit: Callable[..., S
     for mode in ("driver", "spark", "tasks"):
         step(f"v1-{mode}", f"v1-{mode}", d_v1, extra=("--staged-read", mode))
     step("v1-direct", "v1-direct", d_v1)
+    # windows staged before and after an upgrade, in one load: the direct plan, then Spark's general plan
+    d_after = w("after-v1", "wv2", [(A, 0, range(6, 9))])
+    step("mixed", "mixed", d_v1, d_after)
+    step("mixed-spark", "mixed-spark", d_v1, d_after, extra=("--staged-read", "spark"))
     # the first two windows again, Spark reading the staged files: the general plan keeps rows by the claims
     step("by-spark", "by-spark", d_a, d_b, d_c, extra=("--staged-read", "spark"))
     # two windows over the same offsets with other tag expressions: which window holds an offset's row is
@@ -492,6 +496,21 @@ def test_a_version_1_window_loads_through_every_reader(runs: Runs, mode: str) ->
     rows = {(r["broker"], r["queue_offset"]): r for r in t.to_pylist()}
     assert (rows[(B, 3)]["msg_id"], rows[(B, 3)]["keys"]) == ("broker-b-1-3", "k3")
     assert dict(rows[(A, 0)]["properties"]) == {"TAGS": "t"}  # as version 1 staged it
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("label", "plan"), [("mixed", "direct"), ("mixed-spark", "spark")])
+def test_windows_of_both_layouts_load_together(runs: Runs, label: str, plan: str) -> None:
+    s = runs.steps[label]
+    assert s.counts() == {"windows": 2, "rows_in": 13, "rows_out": 13, "duplicates": 0, "already_loaded": 0}
+    assert phases(s.stderr)["read"]["plan"] == plan
+    assert s.keys == sorted(keys("wv1", A, 0, range(6)) + keys("wv1", B, 1, range(4)) + keys("wv2", A, 0, range(6, 9)))
+    t = ds.dataset(runs.out(label), format="parquet", partitioning="hive").to_table()
+    rows = {(r["broker"], r["queue_offset"]): r for r in t.to_pylist()}
+    assert dict(rows[(A, 5)]["properties"]) == {"TAGS": "t"}  # the version-1 window's row
+    assert dict(rows[(A, 6)]["properties"]) == {"TAGS": "t", "KEYS": "k6", "UNIQ_KEY": "broker-a-0-6"}
+    assert [rows[(A, o)]["msg_id"] for o in (5, 6)] == ["broker-a-0-5", "broker-a-0-6"]
 
 
 @pytest.mark.slow
