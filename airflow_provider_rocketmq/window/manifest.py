@@ -479,11 +479,11 @@ def staged_rows(data: pa.RecordBatch | pa.Table) -> Any:
     its properties string). A batch gives a batch, a table a table."""
     import pyarrow as pa
 
-    from airflow_provider_rocketmq.client.protocol.raw_columns import messages_from_raw
+    from airflow_provider_rocketmq.client.protocol.raw_columns import is_raw_schema, messages_from_raw
 
     if isinstance(data, pa.RecordBatch):
         return messages_from_raw(data)
-    if "properties_raw" not in data.schema.names:
+    if not is_raw_schema(data.schema):
         return data
     batches = [messages_from_raw(b) for b in data.to_batches()]
     return pa.Table.from_batches(batches, schema=staged_rows_schema(data.schema))
@@ -494,8 +494,9 @@ def staged_rows_schema(file_schema: pa.Schema) -> pa.Schema:
     import pyarrow as pa
 
     from airflow_provider_rocketmq.client.protocol.columnar import message_schema
+    from airflow_provider_rocketmq.client.protocol.raw_columns import is_raw_schema
 
-    if "properties_raw" not in file_schema.names:
+    if not is_raw_schema(file_schema):
         return file_schema
     known = set(staged_file_schema().names) - {"window_id"}
     return pa.schema([*message_schema(), *(f for f in file_schema if f.name not in known)])
