@@ -8,7 +8,10 @@ once on one connection, and stops at its end offset.
 Pipelining. The range is cut into chunks of ``pullBatchSize`` offsets; up to
 ``pullsInFlight`` chunk pulls are outstanding (refilled in halves, so that the
 pulls started together go out in one write) and their answers are taken in
-offset order. A broker may answer a chunk with fewer messages than asked (its
+offset order. Fewer are outstanding when answers are big: the pulls in flight
+times the largest recent answer stay within ``IN_FLIGHT_BYTES`` (a task's memory
+for answers not yet read does not grow with the message size), and until the
+first answer shows the size, one pull goes out. A broker may answer a chunk with fewer messages than asked (its
 per-pull byte cap): the rest of that chunk is pulled again from the answer's
 ``nextBeginOffset`` before later answers are used, so every offset is read
 exactly once and batches come out in offset order. Because the broker filters
@@ -64,6 +67,8 @@ FLUSH_OFFSETS = 65_536  # offsets per record batch: each batch costs fixed Arrow
 FLUSH_BYTES = 16 << 20  # ... or this many bytes of pull bodies, whichever comes first
 RETRY_ATTEMPTS = 4  # per answer: the first try and three retries
 NO_PROGRESS_LIMIT = 3  # answers in a row that do not advance the offset before the task fails
+IN_FLIGHT_BYTES = 16 << 20  # pulls in flight x the largest recent answer stay within this
+FIRST_PULLS = 1  # in flight until an answer showed how big answers are
 
 
 def _retriable(exc: BaseException) -> bool:
@@ -134,6 +139,7 @@ class SpanPuller:
         self._inflight: deque[_Pull] = deque()
         self._next_chunk = span.start  # first offset no pull has been sent for
         self._no_progress = 0
+        self._answer_bytes = 0  # the largest recent answer body (decays by 1/8 per answer); 0: none yet
         # figures for tests and logs
         self.pulls = 0
         self.offsets_read = 0
@@ -186,11 +192,18 @@ class SpanPuller:
         self.pulls += 1
         return _Pull(offset, limit, opaque, fut)
 
+    def _depth(self) -> int:
+        """Pulls allowed in flight: ``pullsInFlight``, fewer when answers are big (`IN_FLIGHT_BYTES`)."""
+        if not self._answer_bytes:
+            return min(self.depth, FIRST_PULLS)
+        return max(1, min(self.depth, IN_FLIGHT_BYTES // self._answer_bytes))
+
     def _fill(self, conn: RemotingProtocol) -> None:
         # refill in halves: the pulls started in one loop iteration go out in one write
-        if len(self._inflight) > self.depth // 2:
+        depth = self._depth()
+        if len(self._inflight) > depth // 2:
             return
-        while len(self._inflight) < self.depth and self._next_chunk < self.span.end:
+        while len(self._inflight) < depth and self._next_chunk < self.span.end:
             limit = min(self._next_chunk + self.batch, self.span.end)
             self._inflight.append(self._send(conn, self._next_chunk, limit))
             self._next_chunk = limit
@@ -299,6 +312,8 @@ class SpanPuller:
                 raise ProtocolError(f"pull of {self.span} at {front.offset} (at most {front.limit - front.offset} "
                                     f"messages) answered up to offset {next_begin}")
             body = resp.body or b""
+            # a big answer counts at once, a small one lets the estimate down slowly
+            self._answer_bytes = max(len(body), self._answer_bytes - (self._answer_bytes >> 3), 1)
         elif next_begin > front.offset:
             # moved on without messages (21 OFFSET_MOVED below the min offset; 20 for records the
             # broker already removed): with expression "*" nothing is filtered, so these offsets are lost

@@ -83,6 +83,50 @@ def test_exact_range_with_short_answers_and_compressed_bodies(cluster: EmbeddedC
     assert asyncio.run(count_pulls()) > (391 - 7) // 32 + 1  # short answers were pulled again
 
 
+def _read_recording_depth(opts: SourceOptions, span: QueueSpan) -> tuple[list[int], int, int]:
+    """Offsets read, the most pulls ever outstanding and the largest answer body, via a real SpanPuller."""
+    async def go() -> tuple[list[int], int, int]:
+        client = MQClient(opts.client_config())
+        most = biggest = 0
+        puller = SpanPuller(client, opts, span)
+        fill, answer = puller._fill, puller._answer
+
+        def recording_fill(conn):  # type: ignore[no-untyped-def]
+            nonlocal most
+            fill(conn)
+            most = max(most, len(puller._inflight))
+
+        def recording_answer(conn, front, resp):  # type: ignore[no-untyped-def]
+            nonlocal biggest
+            biggest = max(biggest, len(resp.body or b""))
+            return answer(conn, front, resp)
+
+        puller._fill, puller._answer = recording_fill, recording_answer  # type: ignore[method-assign]
+        try:
+            offsets = [o async for b in puller.batches() for o in b.column("queue_offset").to_pylist()]
+        finally:
+            await client.close()
+        return offsets, most, biggest
+    return asyncio.run(go())
+
+
+def test_pulls_in_flight_bounded_by_answer_bytes(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    # small answers: the default 64 pulls go out at once after the first answers; 20 KB bodies: the
+    # broker answers ~240 KB per pull (its 256 KiB cap), so a 600 KB budget allows 2 outstanding
+    _fill(cluster, 3000, lambda i: f"m{i}".encode())
+    opts = parse_options({"namesrv": cluster.namesrv_addr, "topic": TOPIC})
+    offsets, most, _ = _read_recording_depth(opts, QueueSpan(TOPIC, "broker-a", 0, 0, 3000))
+    assert offsets == list(range(3000))
+    assert most == opts.pulls_in_flight == 64
+
+    _fill(cluster, 200, lambda i: random.Random(i).randbytes(20_000))
+    monkeypatch.setattr(range_reader, "IN_FLIGHT_BYTES", 600_000)
+    offsets, most, biggest = _read_recording_depth(opts, QueueSpan(TOPIC, "broker-a", 0, 3000, 3200))
+    assert offsets == list(range(3000, 3200))
+    assert biggest > 200_000  # the broker's byte cap, not the 32 messages asked for, ended each answer
+    assert most == 600_000 // biggest == 2
+
+
 def test_tag_filter_and_namespace(embedded_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
     cluster = embedded_cluster_factory(queues=1)
     cluster.create_topic(f"ns1%{TOPIC}", 1)
