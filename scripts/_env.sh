@@ -103,7 +103,22 @@ _rmq_install() {
     else
         "${_rmq_venv}/bin/python" -m pip install --quiet --disable-pip-version-check -e "${_rmq_extras}" >&2 || return 1
     fi
-    _rmq_repair_pyspark "${_rmq_venv}" "$uv"
+    _rmq_repair_pyspark "${_rmq_venv}" "$uv" || return 1
+    _rmq_compile "${_rmq_venv}"
+}
+
+# Bytecode for every module the venv imports, as `pip install` leaves an installed package (uv does
+# not compile; PYTHONDONTWRITEBYTECODE, set by test.sh and by some shells, stops Python caching it
+# on first import): otherwise every process - each spark-submit, each Spark Python worker, each
+# airflow command - compiles pyspark, pyarrow, numpy, airflow and this package from source again
+# (~1 CPU-s per Spark worker, a third of a 1M-row load task's CPU). Stale files are harmless: Python
+# compares each with its source's mtime. $1 = venv directory.
+_rmq_compile() {
+    local venv="$1" site
+    site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || return 1
+    _rmq_log "compiling bytecode (site-packages and the project's package)"
+    "$venv/bin/python" -m compileall -q -j 0 "$site" "${_rmq_root}/airflow_provider_rocketmq" >/dev/null 2>&1 ||
+        _rmq_log "warning: some files did not compile (they compile on import instead)"
 }
 
 # Reinstall the full pyspark (same version, no deps) over whatever pyspark-client overwrote.

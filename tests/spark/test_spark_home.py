@@ -9,6 +9,7 @@ result mixes Python files of one Spark version with jars of another, and the ven
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 import os
 import re
 import shutil
@@ -123,3 +124,42 @@ def test_a_pyspark_start_with_the_spark_extra_prints_no_python_warning(spark_app
     # the driver's warnings reach stdout or stderr depending on the Spark version: read both
     assert "does not yet fully support pandas" not in run.output
     assert re.findall(r"\b\w+Warning: .*", run.output) == []
+
+
+_BYTECODE_PROBE = r"""
+import importlib.util, json, os, sys, sysconfig
+import numpy, pyarrow.parquet, pyspark.worker  # what a load task's Python worker imports
+import airflow_provider_rocketmq.spark.load.direct_plan, airflow_provider_rocketmq.spark.source.range_reader
+site = sysconfig.get_path("purelib")
+
+def compiled(src):
+    try:
+        with open(importlib.util.cache_from_source(src), "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return False
+    if head[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(head[4:8], "little"):  # hash-based: checked against the source another way
+        return True
+    st = os.stat(src)
+    return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+
+files = [m.__file__ for m in list(sys.modules.values())
+         if (getattr(m, "__file__", None) or "").endswith(".py") and m.__file__.startswith(site)]
+print(json.dumps({"modules": len(files), "missing": [f for f in files if not compiled(f)]}))
+"""
+
+
+def test_env_sh_leaves_bytecode_for_what_spark_workers_import(env_sh_env: dict[str, str]) -> None:
+    # uv installs no bytecode and PYTHONDONTWRITEBYTECODE (test.sh, some shells) stops Python from
+    # caching it, so without _env.sh's compile step every Spark worker compiles numpy, pyarrow and
+    # pyspark from source (~1 CPU-s each). The project's own files are left out here: an edit since
+    # the install makes theirs stale, which is harmless (Python recompiles in memory).
+    python = Path(env_sh_env["VIRTUAL_ENV"]) / "bin" / "python"
+    out = subprocess.run([str(python), "-c", _BYTECODE_PROBE], env={**env_sh_env, "PYTHONDONTWRITEBYTECODE": "1"},
+                         capture_output=True, text=True, timeout=120, check=True)
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+    assert probe["modules"] > 100
+    assert probe["missing"] == []
