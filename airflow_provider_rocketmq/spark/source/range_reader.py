@@ -11,10 +11,12 @@ pulls started together go out in one write) and their answers are taken in
 offset order. Fewer are outstanding when answers are big: the pulls in flight
 times the largest recent answer stay within ``IN_FLIGHT_BYTES`` (a task's memory
 for answers not yet read does not grow with the message size), and until the
-first answer shows the size, one pull goes out. A broker may answer a chunk with fewer messages than asked (its
-per-pull byte cap): the rest of that chunk is pulled again from the answer's
-``nextBeginOffset`` before later answers are used, so every offset is read
-exactly once and batches come out in offset order. Because the broker filters
+first answer shows the size, one pull goes out.
+
+A broker may answer a chunk with fewer messages than asked (its per-pull byte
+cap): the rest of that chunk is pulled again from the answer's ``nextBeginOffset``
+before later answers are used, so every offset is read exactly once and batches
+come out in offset order. Because the broker filters
 nothing (``*``), a chunk's answer never holds offsets past the chunk, and the
 answers of a flush are one contiguous run of stored records: they are decoded
 together into one record batch of roughly ``FLUSH_OFFSETS`` rows.
