@@ -96,6 +96,7 @@ else
             die "the floors of pyproject.toml cannot be installed together (see uv's explanation above)"
     fi
 fi
+_rmq_compile "$venv"  # bytecode once (uv writes none; PYTHONDONTWRITEBYTECODE below stops lazy caching)
 log "installed in $((SECONDS - start)) s: $("${venv}/bin/python" -c 'import importlib.metadata as m
 print(" ".join(f"{d}=={m.version(d)}" for d in ("apache-airflow", "apache-airflow-providers-common-messaging",
       "apache-airflow-providers-openlineage", "pyarrow")))')"
