@@ -605,7 +605,7 @@ def _topics_and_raw_properties(batches: Sequence[ColumnBatch], data: bytes, buf:
 
 
 def split_properties(raw: pa.Array, n: int, wanted: Sequence[str]) -> tuple[pa.Array, list[pa.Array]]:
-    """Raw properties strings (``name\x01value\x02...``, UTF-8) -> the properties map column and
+    """Raw properties strings (``name\\x01value\\x02...``, UTF-8) -> the properties map column and
     the columns of the ``wanted`` names' values (null where a record lacks one)."""
     _Lazy.load()
     pa, pc, np = _Lazy.pa, _Lazy.pc, _Lazy.np
@@ -724,8 +724,8 @@ def _split_uniform(raw: Any, n: int, pa: Any, np: Any, wanted: Sequence[str]) ->
     """`_split_properties` for the usual case, in a few vectorised passes; None when it does not apply.
 
     It applies when every record has the same property names in the same order (what one
-    producer sends, plus what the broker adds), each pair ``name\x01value`` with a non-empty
-    name and value, pairs separated by ``\x02``, with a trailing ``\x02`` in every record or
+    producer sends, plus what the broker adds), each pair ``name\\x01value`` with a non-empty
+    name and value, pairs separated by ``\\x02``, with a trailing ``\\x02`` in every record or
     in none. Then every record has the same separators in the same order, pair j of every
     record is found by reshaping their positions, and each name is compared once per column
     instead of split out per record. ``raw`` is UTF-8 (validated) and the splits are at ASCII
@@ -770,7 +770,7 @@ def _split_uniform(raw: Any, n: int, pa: Any, np: Any, wanted: Sequence[str]) ->
 def _uniform_bounds(raw: Any, buf: Any, n: int, np: Any) -> Any:
     """The separator positions of ``raw``'s n records as (separator, record) rows, bounded by each
     record's start - 1 above and its end below (when it has no trailing separator); None unless every
-    record has the same number of separators, alternating \x01 \x02, with nothing empty between."""
+    record has the same number of separators, alternating \\x01 \\x02, with nothing empty between."""
     offs = np.frombuffer(raw.buffers()[1], dtype=np.int32)[:n + 1].astype(np.int64)
     lo = int(offs[0])
     seg = buf[lo:int(offs[-1])]

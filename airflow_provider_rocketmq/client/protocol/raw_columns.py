@@ -1,7 +1,7 @@
 """Columns of the raw layout (properties kept as their stored string) back to `MESSAGE_SCHEMA`.
 
 `to_raw_record_batch` (client/protocol/columnar.py) builds the raw layout from pulled batches:
-the properties string as stored (``name\x01value\x02...``), the store host and the commit-log
+the properties string as stored (``name\\x01value\\x02...``), the store host and the commit-log
 offset instead of the columns `to_record_batch` derives from them (the properties map, ``tags``,
 ``keys``, ``msg_id``). Splitting the properties and formatting the message ids is most of what
 building `MESSAGE_SCHEMA` columns costs, and the map column is the costliest to encode in

@@ -30,5 +30,5 @@ def decode_bodies(bodies: list[bytes], mq: MessageQueue, stop: int, tags: frozen
                   namespace: str) -> pa.RecordBatch | None:
     """Decode pull bodies of ``mq``; keep offsets < ``stop`` whose tag is in ``tags`` (None: all)."""
     flt = PullFilter(stop=stop, tags=tags, restore_retry_topic=False, namespace=namespace)
-    batch = decode_columns(bodies[0] if len(bodies) == 1 else b"".join(bodies), mq, flt)
+    batch = decode_columns(b"".join(bodies), mq, flt)  # one body: join returns it, no copy
     return None if batch is None else to_record_batch([batch])
