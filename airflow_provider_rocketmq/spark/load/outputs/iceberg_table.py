@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
 from airflow_provider_rocketmq.client.protocol.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -166,12 +168,25 @@ def require_pyiceberg() -> None:
                                  "e.g. pyiceberg[sql-sqlite], [glue], [hive])") from None
 
 
+def _may_pass(exc: BaseException) -> bool:
+    """Whether loading the catalog again may succeed: not for a configuration mistake (pyiceberg
+    raises ValueError/TypeError/KeyError for an unknown type or a missing property), but for a
+    database or network error - e.g. two loads creating a fresh SQL catalog's tables at once, where
+    one fails with "table iceberg_tables already exists" (SQLAlchemy checks, then creates)."""
+    return not isinstance(exc, (ValueError, TypeError, KeyError, ImportError, NotImplementedError))
+
+
+# loading a catalog only reads it or creates what is missing: idempotent, so it may be retried
+_load_retry = retry(retry=retry_if_exception(_may_pass), stop=stop_after_attempt(4),
+                    wait=wait_random_exponential(multiplier=0.2, max=2.0), reraise=True)
+
+
 def open_catalog(target: IcebergTarget, properties: Mapping[str, str]) -> Catalog:
     require_pyiceberg()
     from pyiceberg.catalog import load_catalog
 
     try:
-        return load_catalog(target.catalog, **properties)
+        return _load_retry(load_catalog)(target.catalog, **properties)
     except Exception as exc:
         name = target.catalog or "default"
         raise ConfigError(f"catalog {name}", f"cannot load the catalog ({type(exc).__name__}: {exc}); set its properties in "

@@ -131,6 +131,48 @@ def test_a_catalog_that_cannot_load_is_a_config_error_naming_it(tmp_path: Path) 
     assert exc.value.field == "catalog nocat" and "PYICEBERG_CATALOG__NOCAT__" in str(exc.value)
 
 
+def test_loading_the_catalog_is_retried_unless_it_is_misconfigured(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # two loads creating a fresh SQL catalog at once: one of them may fail the way SQLAlchemy's
+    # check-then-create fails (seen in the fault matrix); loading again finds the tables there
+    import pyiceberg.catalog as pc
+    from sqlalchemy.exc import OperationalError
+
+    real, calls = pc.load_catalog, []
+
+    def racing(name, **props):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        if len(calls) == 1:
+            raise OperationalError("CREATE TABLE iceberg_tables", {},
+                                   sqlite3.OperationalError("table iceberg_tables already exists"))
+        return real(name, **props)
+
+    monkeypatch.setattr(pc, "load_catalog", racing)
+    props = {"type": "sql", "uri": f"sqlite:///{tmp_path}/c.db", "warehouse": f"file://{tmp_path}/wh"}
+    catalog = open_catalog(parse_target("iceberg://race/db.t"), props)
+    assert calls == ["race", "race"] and catalog.list_namespaces() == []
+
+    def counted(name, **props):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        return real(name, **props)
+
+    calls.clear()  # a type that does not exist: reported at once, no retry
+    monkeypatch.setattr(pc, "load_catalog", counted)
+    with pytest.raises(ConfigError, match="nosuchtype"):
+        open_catalog(parse_target("iceberg://nocat/db.t"), {"type": "nosuchtype"})
+    assert len(calls) == 1
+
+    def always(name, **props):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        raise OperationalError("SELECT 1", {}, sqlite3.OperationalError("database is locked"))
+
+    calls.clear()
+    monkeypatch.setattr(pc, "load_catalog", always)
+    with pytest.raises(ConfigError, match="database is locked") as exc:  # bounded: four tries, then the error
+        open_catalog(parse_target("iceberg://race/db.t"), props)
+    assert len(calls) == 4 and exc.value.field == "catalog race"
+
+
 def test_pyiceberg_environment_configuration_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # what a DAG that is unchanged relies on: the catalog configured in the worker's environment
     import pyiceberg.catalog as pc
