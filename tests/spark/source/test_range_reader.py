@@ -111,18 +111,18 @@ def _read_recording_depth(opts: SourceOptions, span: QueueSpan) -> tuple[list[in
 
 
 def test_pulls_in_flight_bounded_by_answer_bytes(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    # small answers: the default 64 pulls go out at once after the first answers; 20 KB bodies: the
+    # small answers: the default 256 pulls go out at once after the first answers; 20 KB bodies: the
     # broker answers ~240 KB per pull (its 256 KiB cap), so a 600 KB budget allows 2 outstanding
-    _fill(cluster, 3000, lambda i: f"m{i}".encode())
+    _fill(cluster, 10_000, lambda i: f"m{i}".encode())
     opts = parse_options({"namesrv": cluster.namesrv_addr, "topic": TOPIC})
-    offsets, most, _ = _read_recording_depth(opts, QueueSpan(TOPIC, "broker-a", 0, 0, 3000))
-    assert offsets == list(range(3000))
-    assert most == opts.pulls_in_flight == 64
+    offsets, most, _ = _read_recording_depth(opts, QueueSpan(TOPIC, "broker-a", 0, 0, 10_000))
+    assert offsets == list(range(10_000))
+    assert most == opts.pulls_in_flight == 256
 
     _fill(cluster, 200, lambda i: random.Random(i).randbytes(20_000))
     monkeypatch.setattr(range_reader, "IN_FLIGHT_BYTES", 600_000)
-    offsets, most, biggest = _read_recording_depth(opts, QueueSpan(TOPIC, "broker-a", 0, 3000, 3200))
-    assert offsets == list(range(3000, 3200))
+    offsets, most, biggest = _read_recording_depth(opts, QueueSpan(TOPIC, "broker-a", 0, 10_000, 10_200))
+    assert offsets == list(range(10_000, 10_200))
     assert biggest > 200_000  # the broker's byte cap, not the 32 messages asked for, ended each answer
     assert most == 600_000 // biggest == 2
 
