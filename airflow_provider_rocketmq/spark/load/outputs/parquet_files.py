@@ -20,11 +20,32 @@ if TYPE_CHECKING:
 
 ROWS_PER_FILE = 1_000_000  # readers parallelise by file; a task's share of a big window is split
 PARTITION_COLUMN = "window_id"
+# columns whose values are (nearly) all distinct: a dictionary would hold every value, costing a hash per
+# value and, below its 1 MiB page limit, more bytes than plain values (offsets load, 100-byte messages:
+# ~20 % less writer CPU and ~25 % smaller files without them)
+PLAIN_COLUMNS = frozenset({"queue_offset", "msg_id", "born_timestamp", "store_timestamp",
+                           "properties.key_value.value"})  # values hold UNIQ_KEY
 
 
 def partition_dir(window_id: str) -> str:
     """Hive-style directory of one window id; special characters %-escaped as Spark does."""
     return f"{PARTITION_COLUMN}={quote(window_id, safe=' ')}"
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """Parquet column paths of ``schema``'s leaves but `PLAIN_COLUMNS`: what ``use_dictionary`` is given."""
+    import pyarrow as pa
+
+    def leaves(name: str, typ: pa.DataType) -> list[str]:
+        if pa.types.is_struct(typ):
+            return [p for f in typ for p in leaves(f"{name}.{f.name}", f.type)]
+        if pa.types.is_map(typ):
+            return [f"{name}.key_value.key", *leaves(f"{name}.key_value.value", typ.item_type)]
+        if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+            return leaves(f"{name}.list.element", typ.value_type)
+        return [name]
+
+    return [p for f in schema for p in leaves(f.name, f.type) if p not in PLAIN_COLUMNS]
 
 
 def write_partition(batches: Iterable[pa.RecordBatch], task_tag: str,
@@ -55,7 +76,9 @@ def write_partition(batches: Iterable[pa.RecordBatch], task_tag: str,
                 path = f"{partition_dir(window_id)}/part-{task_tag}-{counter:05d}.parquet"
                 counter += 1
                 fh = open_file(path)
-                open_[window_id] = (path, fh, pq.ParquetWriter(fh, data.schema, compression="snappy"), 0)
+                writer = pq.ParquetWriter(fh, data.schema, compression="snappy",
+                                          use_dictionary=dictionary_columns(data.schema))
+                open_[window_id] = (path, fh, writer, 0)
             path, fh, writer, rows = open_[window_id]
             writer.write_batch(data)
             open_[window_id] = (path, fh, writer, rows + data.num_rows)
