@@ -381,9 +381,12 @@ def test_generated_uniform_properties_equal_reference(parts: list[bytes], restor
 
 # -- the plain-records index accepts nothing the general index refuses --------------------------
 
-def _both_indexes(data: bytes) -> tuple[Any, Any]:
+PLAIN_INDEXES = [columnar._index_plain_records, columnar._index_plain_bulk]
+
+
+def _both_indexes(data: bytes, plain_index: Any = columnar._index_plain_records) -> tuple[Any, Any]:
     try:
-        plain: Any = columnar._index_plain_records(data)
+        plain: Any = plain_index(data)
     except (columnar._NotPlain, struct.error, IndexError, UnicodeDecodeError):
         plain = "not plain"
     try:
@@ -393,10 +396,11 @@ def _both_indexes(data: bytes) -> tuple[Any, Any]:
     return plain, general
 
 
-def test_the_plain_index_takes_the_recorded_pull_bodies_and_agrees() -> None:
+@pytest.mark.parametrize("plain_index", PLAIN_INDEXES)
+def test_the_plain_index_takes_the_recorded_pull_bodies_and_agrees(plain_index: Any) -> None:
     taken = 0
     for _, body in PULL_BODIES:
-        plain, general = _both_indexes(body)
+        plain, general = _both_indexes(body, plain_index)
         assert general != "refused"
         if plain != "not plain":
             taken += 1
@@ -409,18 +413,22 @@ def test_the_plain_index_takes_the_recorded_pull_bodies_and_agrees() -> None:
                       st.lists(st.integers(0, 40), min_size=1, max_size=12).map(
                           lambda ns: b"".join(stored(i, body=b"x" * n) for i, n in enumerate(ns)))))
 def test_the_plain_index_returns_what_the_general_one_does_or_hands_over(data: bytes) -> None:
-    plain, general = _both_indexes(data)
-    if plain != "not plain":
-        assert plain == general
+    for plain_index in PLAIN_INDEXES:
+        plain, general = _both_indexes(data, plain_index)
+        if plain != "not plain":
+            assert plain == general
 
 
 def _patched(record: bytes, at: int, raw: bytes) -> bytes:
     return record[:at] + raw + record[at + len(raw):]
 
 
+@pytest.mark.parametrize("plain_index", PLAIN_INDEXES)
 @pytest.mark.parametrize("case", ["other topic, not UTF-8", "properties past the record", "negative properties length",
-                                  "negative body length"])
-def test_the_plain_index_hands_malformed_records_to_the_general_one(case: str) -> None:
+                                  "negative body length", "zero record size", "negative record size"])
+def test_the_plain_index_hands_malformed_records_to_the_general_one(case: str, plain_index: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columnar, "BULK_INDEX_BYTES", 0 if plain_index is columnar._index_plain_bulk else 1 << 30)
     first = stored(0, topic="TA", body=b"abc", props="A\x01b")
     second = stored(1, topic="TA", body=b"abc", props="A\x01b")
     plen_at = 88 + 3 + 1 + 2  # prefix, body, topic length byte, topic
@@ -430,10 +438,12 @@ def test_the_plain_index_hands_malformed_records_to_the_general_one(case: str) -
         second = _patched(second, plen_at, struct.pack(">h", 3 + 4))  # 4 bytes more than the record holds
     elif case == "negative properties length":
         second = _patched(second, plen_at, struct.pack(">h", -1))
-    else:
+    elif case == "negative body length":
         second = _patched(second, 84, struct.pack(">i", -3))
+    else:  # a walk that only follows sizes must not spin on these
+        second = _patched(second, 0, struct.pack(">i", 0 if case == "zero record size" else -len(first)))
     body = first + second + stored(2, topic="TA", body=b"abc", props="A\x01b")
-    plain, general = _both_indexes(body)
+    plain, general = _both_indexes(body, plain_index)
     assert general == "refused" and plain == "not plain"
     with pytest.raises(MessageDecodeError):
         decode_columns(body, MQ, ALL)
