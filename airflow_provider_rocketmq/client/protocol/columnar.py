@@ -364,8 +364,7 @@ def _index_plain_bulk(data: bytes) -> _RecordIndex:
         raise _NotPlain
     if topic and (_windows(buf, len(topic), np)[t + 1] != np.frombuffer(topic, dtype=np.uint8)).any():
         raise _NotPlain
-    plen = (buf[p].astype(np.int64) << 8) | buf[p + 1]
-    plen = np.where(plen >= 0x8000, plen - 0x10000, plen)  # a signed int16
+    plen = _big_endian_ints(buf, p, 2, np)
     if ((plen < 0) | (body_len + plen > head["store_size"].astype(np.int64) - fixed)).any():
         raise _NotPlain
     return starts, head["queue_offset"].tolist(), body_len.tolist(), None, topic
