@@ -31,8 +31,9 @@ def test_verdict_counts_the_target_per_run() -> None:
 
 
 def test_a_labelled_process_is_counted_under_its_label() -> None:
-    """A broker's JVM says nothing the classifier knows ("java ... BrokerStartup"): the label given
-    for its pid names its CPU. Here a Python child burns CPU in its place."""
+    """The classifier would count a broker's JVM (``java ... BrokerStartup``) as the driver JVM and the
+    embedded broker as "other": the label given for its pid names its CPU. Here a Python child burns
+    CPU in its place (unlabelled it would be "other")."""
     burn = ("import sys, time\n"
             "t = time.process_time()\n"
             "while time.process_time() - t < 0.4: pass\n"
